@@ -1,0 +1,58 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Each installs what it needs
+# (apt packages, the virtualenv, Python packages, the testbed's Go-built binaries) and skips
+# what is already in place.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+APT_PACKAGES := etcd-server redis-server
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEMO_DIR := .demo
+
+.PHONY: setup apt venv binaries test lint unit demo demo-stop clean
+
+setup: apt venv binaries
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  for p in redis-server etcd; do $(SUDO) systemctl disable --now $$p >/dev/null 2>&1 || true; done; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+binaries: venv
+	$(VENV)/bin/gitfleet testbed build
+
+lint: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit
+
+demo: setup
+	$(VENV)/bin/gitfleet testbed up --clusters 2 --dir $(DEMO_DIR)/testbed
+	@echo
+	@echo "Reach a cluster with, for example:"
+	@echo "  $(abspath .cache/testbed/tools)/kubectl --kubeconfig $(abspath $(DEMO_DIR))/testbed/cluster-1/kubeconfig get nodes"
+	@echo "Stop everything with: make demo-stop"
+
+demo-stop:
+	@test -x $(VENV)/bin/gitfleet && $(VENV)/bin/gitfleet testbed down --dir $(DEMO_DIR)/testbed || true
+
+clean: demo-stop
+	rm -rf $(VENV) .cache $(DEMO_DIR)

@@ -1,0 +1,7 @@
+"""A local multi-cluster Kubernetes testbed built from pinned Go modules.
+
+Every test, the demo and the benchmarks run against real control planes: etcd (shared, one key
+prefix per cluster), kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes
+that run pods) per cluster, all on 127.0.0.1. `build` compiles the binaries once per pin set;
+`runner` starts and stops clusters and records their pids.
+"""

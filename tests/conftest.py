@@ -1,0 +1,84 @@
+"""Session fixtures: a real 2-cluster testbed and a real redis-server, started once per run.
+
+Integration tests each work in their own namespace (`namespace` fixture) or Redis database, so
+they can share the clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deploy.testbed import runner
+from deploy.testbed.build import ensure_binaries, tools_dir
+from fleet.kube import KubeClient
+from tests.support.redis_server import RedisServer
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    server: str
+    kubeconfig: Path
+
+    def client(self) -> KubeClient:
+        return KubeClient.from_kubeconfig(self.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def testbed_binaries() -> dict[str, Path]:
+    bins = ensure_binaries(announce=True)
+    os.environ["GITFLEET_TOOLS_DIR"] = str(tools_dir())
+    return bins
+
+
+@pytest.fixture(scope="session")
+def helm_binary(testbed_binaries: dict[str, Path]) -> Path:
+    return testbed_binaries["helm"]
+
+
+@pytest.fixture(scope="session")
+def testbed(
+    testbed_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Cluster]]:
+    folder = tmp_path_factory.mktemp("testbed")
+    entries = runner.up(folder, clusters=2, nodes=2)
+    try:
+        yield [Cluster(e["name"], e["server"], Path(e["kubeconfig"])) for e in entries]
+    finally:
+        runner.down(folder)
+
+
+@pytest.fixture(scope="session")
+def cluster(testbed: list[Cluster]) -> Cluster:
+    return testbed[0]
+
+
+@pytest.fixture
+def kube(cluster: Cluster) -> Iterator[KubeClient]:
+    client = cluster.client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def namespace(kube: KubeClient) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    from fleet.model import ObjectRef
+
+    kube.delete(ObjectRef("", "v1", "Namespace", "", name))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
