@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,9 +112,7 @@ def _start_all(
     apiservers = [_start_apiserver(state, plan, bins) for plan in plans]
     for plan, proc in zip(plans, apiservers, strict=True):
         wait_for(
-            lambda p=plan: (
-                (p.folder / "pki" / "apiserver.crt").exists() and api.is_ready(p.server, p.ca_pem())
-            ),
+            _apiserver_ready(plan),
             what=f"{plan.name} apiserver /readyz",
             watched=[proc],
             timeout=60,
@@ -127,6 +125,14 @@ def _start_all(
     for plan in plans:
         _wait_cluster_ready(state, plan, nodes)
     (state.folder / "clusters.json").write_text(json.dumps(state.clusters, indent=2))
+
+
+def _apiserver_ready(plan: ClusterPlan) -> Callable[[], bool]:
+    def ready() -> bool:
+        crt = plan.folder / "pki" / "apiserver.crt"
+        return crt.exists() and api.is_ready(plan.server, plan.ca_pem())
+
+    return ready
 
 
 def _plan_cluster(folder: Path, index: int, base_port: int) -> ClusterPlan:

@@ -1,0 +1,1 @@
+"""The FastAPI coordinator: REST API, webhooks, scheduler and shard map."""

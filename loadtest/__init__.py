@@ -1,0 +1,1 @@
+"""Scaled reconcile benchmarks that report figures (never assertions on time)."""

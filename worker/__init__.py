@@ -1,0 +1,1 @@
+"""The RQ worker process: membership, queue consumption, jobs that call fleet.sync."""
