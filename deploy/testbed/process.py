@@ -30,6 +30,9 @@ class Proc:
         return asdict(self)
 
     def is_running(self) -> bool:
+        child = _CHILDREN.get(self.pid)
+        if child is not None:  # started by this process: exec may not have happened yet
+            return child.poll() is None
         try:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
             stat = Path(f"/proc/{self.pid}/stat").read_text()
@@ -47,6 +50,7 @@ class Proc:
 
 
 _HANDED_OUT: set[int] = set()
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def free_port() -> int:
@@ -85,6 +89,7 @@ def start(
             cwd=cwd,
             start_new_session=True,
         )
+    _CHILDREN[child.pid] = child
     return Proc(cluster, component, child.pid, str(cmd[0]), str(log))
 
 

@@ -1,0 +1,67 @@
+"""Text output for people: the result table and a live progress line."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from fleet.syncmodel import SyncResult
+
+COLUMNS = ("WAVE", "KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE")
+
+
+def result_table(result: SyncResult) -> str:
+    rows = [
+        (
+            str(r.wave),
+            r.ref.kind,
+            r.ref.namespace,
+            r.ref.name,
+            str(r.action),
+            str(r.health),
+            r.message.replace("\n", " ")[:120],
+        )
+        for r in result.resources
+    ]
+    widths = [
+        max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
+        for i, c in enumerate(COLUMNS)
+    ]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    seconds = (result.finished - result.started).total_seconds()
+    lines.append("")
+    lines.append(
+        f"app {result.app}  revision {result.revision[:12] or '-'}  {result.sync_status}  "
+        f"{result.health}  {len(result.resources)} objects  {result.writes} writes  "
+        f"{'rendered' if result.rendered else 'render cached'}  {seconds:.1f}s  "
+        f"trace {result.trace_id or '-'}"
+    )
+    if result.error:
+        lines.append(f"error ({result.error_stage}): {result.error}")
+    return "\n".join(lines)
+
+
+class ProgressLine:
+    """One line rewritten in place on a terminal; plain lines (deduplicated) otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = ""
+
+    def __call__(self, message: str) -> None:
+        if message == self.last:
+            return
+        self.last = message
+        if self.tty:
+            self.stream.write("\r\033[K" + message[:150])
+        else:
+            self.stream.write(message + "\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -1,0 +1,172 @@
+"""`gitfleet sync` and `gitfleet diff`: one-shot commands, no Redis and no coordinator.
+
+Exit codes follow `kubectl diff` and CI conventions: sync 0 Synced and Healthy, 1 failed or
+timed out, 2 a usage, source or render error; diff 0 in sync, 1 different, 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from cli import output
+from cli.telemetry import flush, setup_tracing
+from fleet import diff, sync
+from fleet.caches import SyncCaches
+from fleet.errors import FleetError, UsageError
+from fleet.kube import KubeClient
+from fleet.render import RenderParams
+from fleet.syncmodel import SyncRequest, SyncResult
+
+USAGE_STAGES = {"usage", "source", "render", "order"}
+
+
+def register(subparsers: Any) -> None:
+    s = subparsers.add_parser("sync", help="sync an app from git to a cluster, once")
+    _common(s)
+    s.add_argument("--prune", action="store_true", help="delete what git no longer declares")
+    s.add_argument("--allow-empty", action="store_true", help="allow an empty render to prune")
+    s.add_argument("--timeout", default="5m", help="e.g. 90s, 5m (default 5m)")
+    s.set_defaults(run=run_sync)
+    d = subparsers.add_parser("diff", help="show what a sync would change")
+    _common(d)
+    d.set_defaults(run=run_diff, prune=False, allow_empty=True, timeout="5m")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", required=True, help="git URL (https, file://) or a local path")
+    p.add_argument("--path", default=".", help="the app's folder inside the repository")
+    p.add_argument("--revision", default="HEAD", help="branch, tag or commit")
+    p.add_argument("--kubeconfig", required=True, type=Path)
+    p.add_argument("--context")
+    p.add_argument("--app", help="app name (default: the path's last folder)")
+    p.add_argument("--namespace", help="default namespace (default: the context's)")
+    p.add_argument("--create-namespace", action="store_true")
+    p.add_argument("--values", action="append", default=[], type=Path, help="helm values file")
+    p.add_argument("--set", action="append", default=[], dest="sets", help="helm K=V")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `5m`, `1h30m` -> seconds."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+)([hms])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise UsageError(f"--timeout {text!r} is not a duration like 90s, 5m or 1h30m")
+    return float(sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts))
+
+
+def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) -> SyncRequest:
+    path = str(args.path).strip("/") or "."
+    app = args.app or _app_name(path, args.repo)
+    return SyncRequest(
+        app=app,
+        repo=args.repo,
+        path=path,
+        revision=args.revision,
+        namespace=args.namespace or kube.config.namespace,
+        render=_render_params(args),
+        prune=args.prune,
+        allow_empty=args.allow_empty,
+        create_namespace=args.create_namespace,
+        dry_run=dry_run,
+        timeout=parse_duration(args.timeout),
+        trigger="cli",
+    )
+
+
+def _app_name(path: str, repo: str) -> str:
+    base = Path(path).name if path != "." else Path(repo.rstrip("/")).name.removesuffix(".git")
+    name = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")
+    if not name:
+        raise UsageError("cannot derive an app name from --path; pass --app NAME")
+    return name[:63]
+
+
+def _render_params(args: argparse.Namespace) -> RenderParams:
+    sets = []
+    for item in args.sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {item!r} must look like key=value")
+        sets.append((key, value))
+    values = []
+    for file in args.values:
+        try:
+            values.append(file.read_text())
+        except OSError as e:
+            raise UsageError(f"cannot read --values {file}: {e.strerror}") from e
+    return RenderParams(values=tuple(sets), values_yaml=tuple(values))
+
+
+def _client(args: argparse.Namespace) -> KubeClient:
+    return KubeClient.from_kubeconfig(args.kubeconfig, args.context)
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    setup_tracing("gitfleet-cli")
+    kube = _client(args)
+    request = build_request(args, kube, dry_run=False)
+    progress = output.ProgressLine(sys.stderr) if args.output == "text" else None
+    result = sync.run(request, kube=kube, caches=SyncCaches.at(), progress=progress)
+    if progress:
+        progress.clear()
+    flush()
+    _print_result(result, args.output)
+    return exit_code(result)
+
+
+def exit_code(result: SyncResult) -> int:
+    if result.error:
+        return 2 if result.error_stage in USAGE_STAGES else 1
+    return 0 if result.succeeded and str(result.health) == "Healthy" else 1
+
+
+def _print_result(result: SyncResult, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    print(output.result_table(result))
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    setup_tracing("gitfleet-cli")
+    kube = _client(args)
+    request = build_request(args, kube, dry_run=True)
+    caches = SyncCaches.at()
+    try:
+        state = sync.preview(request, kube=kube, caches=caches)
+    except FleetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    changed = [d for d in state.decisions.values() if d.apply]
+    pruned = [
+        r for r in state.results.values() if str(r.action) == "skipped" and "pruning" in r.message
+    ]
+    if args.output == "json":
+        print(json.dumps(_diff_json(changed, pruned), indent=2))
+    else:
+        for d in sorted(changed, key=lambda d: d.ref):
+            print(diff.unified(d.desired, d.live, ref=d.ref), end="")
+        for r in pruned:
+            print(f"--- live/{r.ref}\n+++ (pruned)\n")
+    return 1 if changed or pruned else 0
+
+
+def _diff_json(changed: list[Any], pruned: list[Any]) -> dict[str, Any]:
+    return {
+        "changed": [
+            {
+                "object": str(d.ref),
+                "action": str(d.action),
+                "diff": diff.unified(d.desired, d.live, ref=d.ref),
+            }
+            for d in changed
+        ],
+        "pruned": [str(r.ref) for r in pruned],
+    }

@@ -1,0 +1,280 @@
+"""One sync of one application to one cluster, stage by stage.
+
+`run` reads like the design's stage list: 1 source, 2 render, 3 order, 4 diff (with ownership
+and validation), 5 apply wave by wave with health gates, 6 prune, 7 record. Every stage is a
+child span of the sync's root span. A failure anywhere becomes a `SyncResult` with the error
+and its stage; nothing is written when the failure comes before the apply stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from fleet import health, order, telemetry, tracking
+from fleet.apply import Applier, Decision
+from fleet.caches import SyncCaches
+from fleet.errors import ApplyError, FleetError, OwnershipConflict
+from fleet.inventory import InventoryEntry, InventoryStore
+from fleet.kube import KubeClient
+from fleet.model import Action, Health, HealthStatus, Manifest, ObjectRef, SyncStatus
+from fleet.prepare import Boundaries, crd_scopes, prepare
+from fleet.prune import PrunePlan
+from fleet.syncmodel import ResourceResult, SyncRequest, SyncResult
+from fleet.syncstate import SyncState
+from fleet.waves import WaveRunner
+
+Progress = Callable[[str], None]
+
+
+def run(
+    request: SyncRequest, *, kube: KubeClient, caches: SyncCaches, progress: Progress | None = None
+) -> SyncResult:
+    """Sync `request` to the cluster behind `kube`; never raises a FleetError."""
+    started = datetime.now(UTC)
+    attrs = {"app": request.app, "cluster": kube.name, "trigger": request.trigger}
+    with telemetry.stage("sync", **attrs) as span:
+        state = SyncState(request=request, trace_id=telemetry.trace_id_of(span))
+        applier = Applier(kube, force=request.force_conflicts)
+        try:
+            _stages(state, kube, caches, applier, progress)
+        except FleetError as e:
+            state.fail(e)
+            telemetry.mark_failed(span, str(e))
+        finally:
+            applier.close()
+        state.writes += applier.writes
+        span.set_attribute("gitfleet.revision", state.revision)
+        span.set_attribute("gitfleet.outcome", state.outcome())
+    return state.result(started=started, finished=datetime.now(UTC))
+
+
+def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> SyncState:
+    """Stages 1-4 without writing: what a sync would change. Raises FleetError."""
+    state = SyncState(request=dataclasses.replace(request, dry_run=True, prune=False))
+    applier = Applier(kube, force=request.force_conflicts)
+    try:
+        _stages(state, kube, caches, applier, None)
+    finally:
+        applier.close()
+    return state
+
+
+def _stages(
+    state: SyncState,
+    kube: KubeClient,
+    caches: SyncCaches,
+    applier: Applier,
+    progress: Progress | None,
+) -> None:
+    req = state.request
+    deadline = time.monotonic() + req.timeout
+    # 1. source: fetch and pin the revision
+    with telemetry.stage("source", repo=req.repo, revision=req.revision) as span:
+        resolved = caches.source.resolve(req.repo, req.revision, credentials=req.credentials)
+        state.revision = resolved.commit
+        span.set_attribute("gitfleet.commit", resolved.commit)
+    # 2. render: manifests from the app's path (cached by tree id)
+    with telemetry.stage("render", path=req.path) as span:
+        rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
+        state.rendered = not rendered.cached
+        span.set_attributes(
+            {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
+        )
+    # 3. order: namespaces, ownership marks, project boundaries, phases, waves, tiers
+    with telemetry.stage("order") as span:
+        objects = _prepare(state, kube, list(rendered.objects))
+        plan = order.plan(objects)
+        span.set_attribute("gitfleet.waves", len(plan.waves))
+    inventory_store = InventoryStore(kube)
+    inventory = inventory_store.load(req.app)
+    _guard_empty(state, objects, inventory)
+    # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
+    with telemetry.stage("diff") as span:
+        decisions = _diff(state, kube, applier, plan, objects)
+        state.diffed = True
+        span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
+    if req.dry_run:
+        state.record_preview(decisions, plan)
+        _prune(state, kube, plan, inventory, deadline=deadline, progress=None, execute=False)
+        return
+    # 5. apply: wave by wave, each waiting for health before the next
+    with telemetry.stage("apply") as span:
+        WaveRunner(state, kube, applier, decisions, progress=progress).run(plan, deadline=deadline)
+        span.set_attribute("gitfleet.writes", applier.writes)
+    # 6. prune: what this app owned before and no longer declares
+    with telemetry.stage("prune", enabled=req.prune) as span:
+        pruned = _prune(state, kube, plan, inventory, deadline=deadline, progress=progress)
+        span.set_attribute("gitfleet.pruned", len(pruned.delete) if req.prune else 0)
+    # 7. record: the inventory in the cluster, so the next sync knows what it owns
+    with telemetry.stage("record"):
+        _record(state, inventory_store, plan, inventory, pruned)
+
+
+def _prepare(state: SyncState, kube: KubeClient, objects: list[Manifest]) -> list[Manifest]:
+    req = state.request
+    scopes = crd_scopes(objects)
+
+    def scope_of(api_version: str, kind: str) -> bool | None:
+        group = api_version.rpartition("/")[0]
+        if (group, kind) in scopes:
+            return scopes[(group, kind)]
+        return kube.is_namespaced(api_version, kind) if kube.has_kind(api_version, kind) else None
+
+    bounds = Boundaries(req.allowed_namespaces, req.allowed_cluster_kinds)
+    return prepare(
+        objects,
+        app=req.app,
+        namespace=req.namespace,
+        scope_of=scope_of,
+        revision=state.revision,
+        boundaries=bounds,
+    )
+
+
+def _guard_empty(
+    state: SyncState, objects: list[Manifest], inventory: list[InventoryEntry] | None
+) -> None:
+    if objects or not inventory or state.request.allow_empty:
+        return
+    raise ApplyError(
+        f"the render of {state.request.path} is empty but app {state.request.app} owns "
+        f"{len(inventory)} object(s) in the cluster; refusing to sync so nothing is pruned. "
+        "Use --allow-empty if the app should really be empty"
+    )
+
+
+def _diff(
+    state: SyncState,
+    kube: KubeClient,
+    applier: Applier,
+    plan: order.SyncPlan,
+    objects: list[Manifest],
+) -> dict[ObjectRef, Decision]:
+    hooks = {s.ref for w in plan.waves for s in w.steps if s.is_hook}
+    resources = [o for o in objects if ObjectRef.of(o) not in hooks and _planned(o, plan)]
+    refs = [ObjectRef.of(o) for o in resources]
+    servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
+    live = applier.fetch_live(refs, servable)
+    _check_ownership(state, live)
+    new_namespaces = _namespaces_to_create(state, kube, resources, live)
+    items = [
+        (obj, live[ref], ref in servable and ref.namespace not in new_namespaces)
+        for obj, ref in zip(resources, refs, strict=True)
+    ]
+    decisions = applier.decide_all(items, state.request.ignore)
+    Applier.validate_all(decisions)
+    return {d.ref: d for d in decisions}
+
+
+def _planned(obj: Manifest, plan: order.SyncPlan) -> bool:
+    return ObjectRef.of(obj) not in set(plan.skipped)
+
+
+def _check_ownership(state: SyncState, live: dict[ObjectRef, Manifest | None]) -> None:
+    conflicts = []
+    for ref, obj in live.items():
+        owner = tracking.owner_of(obj) if obj is not None else None
+        if owner and owner != state.request.app:
+            conflicts.append((ref, owner))
+    if conflicts:
+        for ref, owner in conflicts:
+            state.add(ref, 0, Action.FAILED, Health.UNKNOWN, f"tracked by app {owner}")
+        raise OwnershipConflict(
+            "objects owned by another application were not applied: "
+            + "; ".join(f"{ref} is tracked by app {owner}" for ref, owner in conflicts)
+        )
+
+
+def _namespaces_to_create(
+    state: SyncState,
+    kube: KubeClient,
+    resources: list[Manifest],
+    live: dict[ObjectRef, Manifest | None],
+) -> set[str]:
+    """Namespaces that do not exist yet: declared in the render, or created on request."""
+    declared = {r.name for r, o in live.items() if r.kind == "Namespace" and o is None}
+    target = state.request.namespace
+    if state.request.create_namespace and target not in declared:
+        ns_ref = ObjectRef("", "v1", "Namespace", "", target)
+        if ns_ref not in live and kube.get(ns_ref) is None:
+            state.create_namespace = target
+            declared.add(target)
+    return declared
+
+
+def _prune(
+    state: SyncState,
+    kube: KubeClient,
+    plan: order.SyncPlan,
+    inventory: list[InventoryEntry] | None,
+    *,
+    deadline: float,
+    progress: Progress | None,
+    execute: bool = True,
+) -> PrunePlan:
+    from fleet import prune
+
+    desired = [s.ref for w in plan.waves for s in w.steps]
+    kinds = {(r.api_version, r.kind) for r in desired if not _is_hook_ref(plan, r)}
+    kinds |= {(e.ref.api_version, e.ref.kind) for e in inventory or []}
+    labelled = prune.find_labelled(kube, state.request.app, sorted(kinds))
+    candidates = {e.ref for e in inventory or []} | {ObjectRef.of(o) for o in labelled}
+    live = {ref: kube.get(ref) for ref in candidates if ref not in set(desired)}
+    pruning = prune.plan(
+        app=state.request.app,
+        inventory=inventory or [],
+        labelled=labelled,
+        desired=desired,
+        live=live,
+        allowed_kinds=state.request.prune_kinds_allowed,
+    )
+    for ref, reason in pruning.kept:
+        state.add(ref, 0, Action.SKIPPED, Health.HEALTHY, f"not pruned: {reason}")
+    if not (state.request.prune and execute):
+        for ref, wave in pruning.delete:
+            state.add(ref, wave, Action.SKIPPED, Health.HEALTHY, "requires pruning (use --prune)")
+            state.pending_prune = True
+        return pruning
+    outcomes = prune.execute(
+        kube, pruning, timeout=max(deadline - time.monotonic(), 1.0), on_progress=progress
+    )
+    for outcome in outcomes:
+        state.add(outcome.ref, outcome.wave, Action.PRUNED, Health.MISSING, outcome.message)
+        state.writes += 1
+    return pruning
+
+
+def _is_hook_ref(plan: order.SyncPlan, ref: ObjectRef) -> bool:
+    return any(s.is_hook and s.ref == ref for w in plan.waves for s in w.steps)
+
+
+def _record(
+    state: SyncState,
+    store: InventoryStore,
+    plan: order.SyncPlan,
+    inventory: list[InventoryEntry] | None,
+    pruning: PrunePlan,
+) -> None:
+    entries = {s.ref: s.wave for w in plan.waves for s in w.steps if not s.is_hook}
+    if not state.request.prune:
+        entries.update({ref: wave for ref, wave in pruning.delete})
+    new = sorted((InventoryEntry(ref, wave) for ref, wave in entries.items()), key=_entry_key)
+    old = sorted(inventory or [], key=_entry_key)
+    if new != old:
+        store.save(state.request.app, new)
+        state.writes += 1
+
+
+def _entry_key(entry: InventoryEntry) -> tuple[str, ...]:
+    r = entry.ref
+    return (r.group, r.kind, r.namespace, r.name, r.version, str(entry.wave))
+
+
+def final_health(statuses: dict[ObjectRef, HealthStatus]) -> Health:
+    return health.worst(statuses.values()) if statuses else Health.HEALTHY
+
+
+__all__ = ["ResourceResult", "SyncResult", "SyncStatus", "run"]
