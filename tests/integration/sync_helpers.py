@@ -42,6 +42,10 @@ class Scenario:
     def sync(self, path: str = "app", **kw: Any) -> SyncResult:
         return sync.run(self.request(path, **kw), kube=self.kube, caches=self.caches)
 
+    @staticmethod
+    def kube_ref_of(obj: Manifest) -> ObjectRef:
+        return ObjectRef.of(obj)
+
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Manifest | None:

@@ -191,3 +191,60 @@ def test_a_second_unchanged_sync_writes_nothing_and_renders_nothing(
     assert (second.rendered, second.writes, writes_after - writes_before) == (False, 0, 0)
     assert {r.action for r in second.resources} == {Action.UNCHANGED}
     assert s.caches.renderer.renders == 1
+
+
+WEBHOOK = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {name}
+webhooks:
+  - name: check.example.com
+    admissionReviewVersions: ["v1"]
+    sideEffects: None
+    failurePolicy: Fail
+    objectSelector:
+      matchLabels: {{webhook-test: "{name}"}}
+    clientConfig:
+      service: {{name: hook-backend, namespace: {namespace}, path: /validate}}
+    rules:
+      - operations: ["CREATE"]
+        apiGroups: [""]
+        apiVersions: ["v1"]
+        resources: ["configmaps"]
+"""
+
+SERVICE = """apiVersion: v1
+kind: Service
+metadata:
+  name: hook-backend
+spec:
+  selector: {app: hook-backend}
+  ports: [{port: 443, targetPort: 8443}]
+"""
+
+
+def test_a_webhook_configuration_with_its_backend_in_the_same_sync_does_not_deadlock(
+    tmp_path: Path, kube: KubeClient, namespace: str
+):
+    s = scenario_for(tmp_path, kube, namespace)
+    name = f"hook-{namespace}"
+    s.repo.commit(
+        {
+            "app/webhook.yaml": WEBHOOK.format(name=name, namespace=namespace),
+            "app/service.yaml": SERVICE,
+            "app/backend.yaml": m.deployment("hook-backend"),
+            "app/cm.yaml": m.configmap("plain"),
+        }
+    )
+    result = s.sync(prune=True, timeout=60.0)
+    assert result.error == ""
+    assert (result.sync_status, result.health) == (SyncStatus.SYNCED, Health.HEALTHY)
+    hook = s.get("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", name, "")
+    backend = s.get("apps/v1", "Deployment", "hook-backend")
+    assert hook is not None and backend is not None
+    # the webhook was written only after its backend was Available
+    ready_at = next(
+        c["lastTransitionTime"] for c in backend["status"]["conditions"] if c["type"] == "Available"
+    )
+    assert hook["metadata"]["creationTimestamp"] >= ready_at
+    kube.delete(s.kube_ref_of(hook))
