@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-APT_PACKAGES := etcd-server redis-server
+APT_PACKAGES := redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR := .demo
 
@@ -18,7 +18,7 @@ apt:
 	if [ -n "$$missing" ]; then \
 	  echo "installing apt packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
-	  for p in redis-server etcd; do $(SUDO) systemctl disable --now $$p >/dev/null 2>&1 || true; done; \
+	  for p in redis-server; do $(SUDO) systemctl disable --now $$p >/dev/null 2>&1 || true; done; \
 	fi
 
 venv: $(STAMP)

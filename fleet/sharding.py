@@ -8,8 +8,8 @@ waits for its lease), and (c) fair, so that no worker drowns while another idles
 - (a) Every position comes from blake2b, never from `hash()`, which is salted per process
   (PYTHONHASHSEED) and would give each process a different map.
 - (b) A hash ring: each worker owns `vnodes` points, an application goes to the owner of the
-  first point clockwise from its own position. Adding a worker only takes over the arcs in front
-  of its points; removing one hands its arcs to the next points. Modulo hashing would move
+  first point clockwise from its own position. Adding a worker only takes over the arcs leading
+  up to its points; removing one hands its arcs to the next points. Modulo hashing would move
   almost every application.
 - (c) Bounded loads (Mirrokni, Thorup and Zadimoghaddam, SODA'18): no worker takes more than
   ceil(c * apps / workers) applications; an application whose owner is full walks on clockwise
@@ -17,10 +17,11 @@ waits for its lease), and (c) fair, so that no worker drowns while another idles
   result does not depend on the order of the input.
 
 Why 500 virtual nodes and not the usual 100-200: a worker's share of the ring varies by about
-1/sqrt(vnodes) of its fair share. At 160 points that is ~8%, which on top of the binomial noise
-of the hashing itself regularly pushes a single join or leave past 1/N + 2% of the applications
-moved; at 500 points (~4.5%) it stays inside for 10,000 applications on 10 workers, and building
-the ring is still only a few milliseconds per ten workers.
+1/sqrt(vnodes) of its fair share (~8% at 160 points, ~4.5% at 500), on top of the binomial noise
+of hashing itself. Measured over 20 random name sets of 10,000 applications on 10 workers, one
+worker leaving moved more than 1/N + 2% in 2 sets at 160 points and in none at 500 (worst
++1.4 points). Assigning 10,000 applications takes ~35 ms on 10 workers, ~0.12 s on 100
+and ~1.4 s on 1,000, mostly building the ring.
 
 Everything here is pure: no Redis, no clock, no logging (`fleet.membership` feeds live workers in).
 """

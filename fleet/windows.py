@@ -102,7 +102,7 @@ class SyncWindow:
         return any(fnmatchcase(app, glob) for glob in self.applications)
 
     def last_start(self, now: datetime) -> datetime:
-        """The latest start of this window at or before `now` (a UTC datetime)."""
+        """The latest start of this window at or before `now`, returned in UTC."""
         upper = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
         local = upper.astimezone(_zone(self.timezone))
         start: datetime = croniter(self.schedule, local).get_prev(datetime)

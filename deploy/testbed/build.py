@@ -31,13 +31,14 @@ class GoModule:
     name: str
     packages: tuple[str, ...]
     ldflags: str = "-s -w"
+    names: tuple[str, ...] = ()  # binary names when a package path does not end in one
 
     @property
     def folder(self) -> Path:
         return GOMOD_DIR / self.name
 
     def binaries(self) -> tuple[str, ...]:
-        return tuple(p.rsplit("/", 1)[1] for p in self.packages)
+        return self.names or tuple(p.rsplit("/", 1)[1] for p in self.packages)
 
 
 def _k8s_ldflags() -> str:
@@ -63,6 +64,7 @@ MODULES = (
     ),
     GoModule("kwok", ("sigs.k8s.io/kwok/cmd/kwok",)),
     GoModule("helm", ("helm.sh/helm/v3/cmd/helm",)),
+    GoModule("etcd", ("go.etcd.io/etcd/server/v3",), names=("etcd",)),
 )
 
 
@@ -112,7 +114,8 @@ def build_module(module: GoModule, out: Path, *, log: Path) -> None:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    cmd = [go_binary(), "build", "-trimpath", f"-ldflags={module.ldflags}", "-o", f"{tmp}/"]
+    target = str(tmp / module.names[0]) if module.names else f"{tmp}/"
+    cmd = [go_binary(), "build", "-trimpath", f"-ldflags={module.ldflags}", "-o", target]
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
     with log.open("wb") as sink:
         done = subprocess.run(
@@ -140,7 +143,7 @@ def link_tools(outputs: dict[str, Path]) -> None:
 
 
 def ensure_binaries(*, announce: bool = True) -> dict[str, Path]:
-    """Build what is missing and return {binary name: path}, including etcd and kwok stages."""
+    """Build what is missing and return {binary name: path}, plus kwok's stage file."""
     go = go_version()
     outputs: dict[str, Path] = {}
     for module in MODULES:
@@ -151,20 +154,9 @@ def ensure_binaries(*, announce: bool = True) -> dict[str, Path]:
                 print(f"building {module.name} from pinned Go modules (log: {log}) ...", flush=True)
             build_module(module, out, log=log)
         outputs.update({b: out / b for b in module.binaries()})
-    outputs["etcd"] = find_etcd()
     outputs["kwok-stages.yaml"] = write_kwok_stages(go)
     link_tools(outputs)
     return outputs
-
-
-def find_etcd() -> Path:
-    found = shutil.which("etcd") or ("/usr/bin/etcd" if Path("/usr/bin/etcd").exists() else None)
-    if not found:
-        raise BuildError(
-            "etcd not found: install Debian's etcd-server package (`make setup` does it: "
-            "apt-get install etcd-server)"
-        )
-    return Path(found)
 
 
 KWOK_STAGES = (

@@ -166,6 +166,8 @@ def _start_etcd(state: TestbedState, bins: dict[str, Path], base_port: int) -> N
         "--auto-compaction-retention=5m",
         "--quota-backend-bytes=8589934592",
         "--snapshot-count=50000",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
     ]
     proc = start("", "etcd", cmd, state.folder / "etcd.log")
     state.procs.append(proc)
