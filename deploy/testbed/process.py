@@ -126,12 +126,22 @@ def stop(procs: Sequence[Proc], *, grace: float) -> list[Proc]:
         _signal(proc, signal.SIGKILL)
     for proc in killed:
         _wait_gone(proc)
+    reap(procs)
     return killed
 
 
 def _signal(proc: Proc, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, sig)
+
+
+def reap(procs: Sequence[Proc]) -> None:
+    """Collect the exit status of stopped children this process started (no zombies)."""
+    for proc in procs:
+        child = _CHILDREN.pop(proc.pid, None)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
 
 
 def _wait_gone(proc: Proc, timeout: float = 5.0) -> None:
