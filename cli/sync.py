@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,9 +18,11 @@ from cli import output
 from cli.telemetry import flush, setup_tracing
 from fleet import diff, sync
 from fleet.caches import SyncCaches
+from fleet.diff import IgnoreRules
 from fleet.errors import FleetError, UsageError
 from fleet.kube import KubeClient
 from fleet.render import RenderParams
+from fleet.source import GitCredentials
 from fleet.syncmodel import SyncRequest, SyncResult
 
 USAGE_STAGES = {"usage", "source", "render", "order"}
@@ -48,6 +51,26 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--create-namespace", action="store_true")
     p.add_argument("--values", action="append", default=[], type=Path, help="helm values file")
     p.add_argument("--set", action="append", default=[], dest="sets", help="helm K=V")
+    p.add_argument(
+        "--ignore-field",
+        action="append",
+        default=[],
+        metavar="POINTER",
+        help="JSON pointer never compared nor applied, e.g. /spec/replicas (repeatable)",
+    )
+    p.add_argument(
+        "--ignore-manager",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="fields owned by this field manager are not drift, e.g. an HPA (repeatable)",
+    )
+    p.add_argument(
+        "--no-force-conflicts",
+        dest="force_conflicts",
+        action="store_false",
+        help="fail on fields another manager owns instead of taking them over",
+    )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
@@ -77,7 +100,20 @@ def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) 
         dry_run=dry_run,
         timeout=parse_duration(args.timeout),
         trigger="cli",
+        credentials=git_credentials_from_env(),
+        force_conflicts=args.force_conflicts,
+        ignore=IgnoreRules(tuple(args.ignore_field), tuple(args.ignore_manager)),
     )
+
+
+def git_credentials_from_env() -> GitCredentials | None:
+    """Git credentials come from the environment, never argv (visible to every user in ps)."""
+    token = os.environ.get("GITFLEET_GIT_TOKEN", "")
+    password = os.environ.get("GITFLEET_GIT_PASSWORD", "") or token
+    if not password:
+        return None
+    username = os.environ.get("GITFLEET_GIT_USERNAME", "") or "x-access-token"
+    return GitCredentials(username=username, password=password)
 
 
 def _app_name(path: str, repo: str) -> str:

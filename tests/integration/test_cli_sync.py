@@ -192,3 +192,40 @@ def test_health_command_judges_live_objects(
     assert code == 0
     names = {(o["kind"], o["name"]): o["health"] for o in json.loads(out)}
     assert names[("ConfigMap", "c")] == "Healthy"
+
+
+def test_sync_over_https_style_auth_takes_credentials_from_the_environment_only(
+    repo: GitRepo,
+    cluster: Cluster,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from tests.support.gitserver import GitHttpServer
+
+    repo.commit({"app/cm.yaml": m.configmap("over-http")})
+    secret = "s3cret-git-password"
+    with GitHttpServer({"shop.git": repo.path}, username="deploy", password=secret) as server:
+        args = [
+            "sync",
+            "--repo",
+            server.url_for("shop.git"),
+            "--path",
+            "app",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--namespace",
+            namespace,
+            "-o",
+            "json",
+        ]
+        code, out, err = cli(capsys, *args)
+        assert code == 2
+        assert "auth" in json.loads(out)["error"].lower()
+        monkeypatch.setenv("GITFLEET_GIT_USERNAME", "deploy")
+        monkeypatch.setenv("GITFLEET_GIT_PASSWORD", secret)
+        code, out, err = cli(capsys, *args)
+    assert code == 0, out
+    assert secret not in out + err
+    cached_configs = list(Path(str(repo.path)).parent.glob("cache/git/*/config"))
+    assert cached_configs and all(secret not in c.read_text() for c in cached_configs)
