@@ -16,6 +16,7 @@ the field and the option. The per-cluster concurrency limit is the client's conn
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from fleet.errors import ApplyError, FleetError, KubeApiError
 from fleet.kube import KubeClient
 from fleet.model import Action, Manifest, ObjectRef
 
+LIST_THRESHOLD = 4  # objects of one kind in one namespace above which a LIST beats GETs
 REPLACE_HINT = "Set gitfleet.io/sync-options: Replace=true to recreate it."
 
 
@@ -59,10 +61,29 @@ class Applier:
 
     # -- decide and validate ------------------------------------------------------------------
 
-    def fetch_live(self, refs: Sequence[ObjectRef], servable: set[ObjectRef]) -> dict:  # type: ignore[type-arg]
-        """GET every servable ref concurrently; refs whose kind is not served yet are None."""
-        got = self.pool.map(lambda r: self.kube.get(r) if r in servable else None, refs)
-        return dict(zip(refs, got, strict=True))
+    def fetch_live(
+        self, refs: Sequence[ObjectRef], servable: set[ObjectRef]
+    ) -> dict[ObjectRef, Manifest | None]:
+        """Live state of every ref: one LIST per (kind, namespace) holding several objects,
+        a GET for the rest, concurrently. Refs whose kind is not served yet are None."""
+        groups: dict[tuple[str, str, str], list[ObjectRef]] = defaultdict(list)
+        for ref in refs:
+            if ref in servable:
+                groups[(ref.api_version, ref.kind, ref.namespace)].append(ref)
+        found: dict[ObjectRef, Manifest | None] = dict.fromkeys(refs)
+        for part in self.pool.map(self._fetch_group, groups.items()):
+            found.update(part)
+        return found
+
+    def _fetch_group(
+        self, item: tuple[tuple[str, str, str], list[ObjectRef]]
+    ) -> dict[ObjectRef, Manifest | None]:
+        (api_version, kind, namespace), refs = item
+        if len(refs) < LIST_THRESHOLD:
+            return {ref: self.kube.get(ref) for ref in refs}
+        listed = self.kube.list(api_version, kind, namespace=namespace)
+        by_name = {o["metadata"]["name"]: o for o in listed}
+        return {ref: by_name.get(ref.name) for ref in refs}
 
     def decide(
         self,
