@@ -153,8 +153,8 @@ def _diff(
     plan: order.SyncPlan,
     objects: list[Manifest],
 ) -> dict[ObjectRef, Decision]:
-    hooks = {s.ref for w in plan.waves for s in w.steps if s.is_hook}
-    resources = [o for o in objects if ObjectRef.of(o) not in hooks and _planned(o, plan)]
+    left_out = _hook_refs(plan) | set(plan.skipped)
+    resources = [o for o in objects if ObjectRef.of(o) not in left_out]
     refs = [ObjectRef.of(o) for o in resources]
     servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
     live = applier.fetch_live(refs, servable)
@@ -167,10 +167,6 @@ def _diff(
     decisions = applier.decide_all(items, state.request.ignore)
     Applier.validate_all(decisions)
     return {d.ref: d for d in decisions}
-
-
-def _planned(obj: Manifest, plan: order.SyncPlan) -> bool:
-    return ObjectRef.of(obj) not in set(plan.skipped)
 
 
 def _check_ownership(state: SyncState, live: dict[ObjectRef, Manifest | None]) -> None:
@@ -217,12 +213,17 @@ def _prune(
 ) -> PrunePlan:
     from fleet import prune
 
-    desired = [s.ref for w in plan.waves for s in w.steps]
-    kinds = {(r.api_version, r.kind) for r in desired if not _is_hook_ref(plan, r)}
+    desired = {s.ref for w in plan.waves for s in w.steps}
+    hooks = _hook_refs(plan)
+    kinds = {(r.api_version, r.kind) for r in desired if r not in hooks}
     kinds |= {(e.ref.api_version, e.ref.kind) for e in inventory or []}
     labelled = prune.find_labelled(kube, state.request.app, sorted(kinds))
-    candidates = {e.ref for e in inventory or []} | {ObjectRef.of(o) for o in labelled}
-    live = {ref: kube.get(ref) for ref in candidates if ref not in set(desired)}
+    live: dict[ObjectRef, Manifest | None] = {
+        ObjectRef.of(o): o for o in labelled if ObjectRef.of(o) not in desired
+    }
+    live.update(
+        prune.read_live(kube, inventory=inventory or [], labelled=labelled, desired=desired)
+    )
     pruning = prune.plan(
         app=state.request.app,
         inventory=inventory or [],
@@ -247,8 +248,8 @@ def _prune(
     return pruning
 
 
-def _is_hook_ref(plan: order.SyncPlan, ref: ObjectRef) -> bool:
-    return any(s.is_hook and s.ref == ref for w in plan.waves for s in w.steps)
+def _hook_refs(plan: order.SyncPlan) -> set[ObjectRef]:
+    return {s.ref for w in plan.waves for s in w.steps if s.is_hook}
 
 
 def _record(

@@ -87,8 +87,9 @@ class WaveRunner:
             if step.is_hook:
                 self._delete_previous_hook(step, deadline=deadline)
         failures = []
+        waves = {step.ref: step.wave for step in tier}
         for decision, live, error in self.applier.apply_many(todo, deadline=deadline):
-            wave = _wave_of(tier, decision.ref)
+            wave = waves.get(decision.ref, 0)
             if error is not None:
                 self.state.add(decision.ref, wave, Action.FAILED, _unknown(), str(error))
                 failures.append(str(error))
@@ -98,7 +99,7 @@ class WaveRunner:
         for d in work:
             if d is not None and not d.apply:
                 self.live[d.ref] = d.live or {}
-                self.state.add(d.ref, _wave_of(tier, d.ref), Action.UNCHANGED, _unknown(), "")
+                self.state.add(d.ref, waves.get(d.ref, 0), Action.UNCHANGED, _unknown(), "")
         if failures:
             raise ApplyError(
                 f"{len(failures)} object(s) failed to apply:\n  " + "\n  ".join(failures)
@@ -151,10 +152,6 @@ class WaveRunner:
         for step in steps:
             self._delete_previous_hook(step, deadline=deadline)
         self.applier.apply_many(hooks, deadline=deadline)
-
-
-def _wave_of(tier: Sequence[Step], ref: ObjectRef) -> int:
-    return next((s.wave for s in tier if s.ref == ref), 0)
 
 
 def _unknown() -> Health:
