@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from fleet.errors import FleetError
 
-COMMAND_MODULES = ("cli.testbed", "cli.health", "cli.sync", "cli.client")
+COMMAND_MODULES = ("cli.testbed", "cli.health", "cli.sync")
 
 
 def build_parser() -> argparse.ArgumentParser:
