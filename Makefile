@@ -45,14 +45,11 @@ unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
 demo: setup
-	$(VENV)/bin/gitfleet testbed up --clusters 2 --dir $(DEMO_DIR)/testbed
-	@echo
-	@echo "Reach a cluster with, for example:"
-	@echo "  $(abspath .cache/testbed/tools)/kubectl --kubeconfig $(abspath $(DEMO_DIR))/testbed/cluster-1/kubeconfig get nodes"
-	@echo "Stop everything with: make demo-stop"
+	$(PY) -m deploy.demo up --dir $(DEMO_DIR)
+	@echo "Reach a cluster: $(abspath .cache/testbed/tools)/kubectl --kubeconfig $(abspath $(DEMO_DIR))/testbed/cluster-1/kubeconfig get pods -A"
 
 demo-stop:
-	@test -x $(VENV)/bin/gitfleet && $(VENV)/bin/gitfleet testbed down --dir $(DEMO_DIR)/testbed || true
+	@test -x $(PY) && $(PY) -m deploy.demo down --dir $(DEMO_DIR) || true
 
 clean: demo-stop
 	rm -rf $(VENV) .cache $(DEMO_DIR)

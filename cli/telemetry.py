@@ -1,19 +1,42 @@
 """OpenTelemetry SDK setup for processes (the library uses only the API).
 
 A provider is always installed so every sync has a real trace id to print; spans are exported
-over OTLP/HTTP only when OTEL_EXPORTER_OTLP_ENDPOINT (or the traces-specific variable) is set.
+over OTLP/HTTP only when OTEL_EXPORTER_OTLP_ENDPOINT (or the traces-specific variable) is set,
+and as JSON lines to a file when GITFLEET_TRACE_FILE is set (the demo uses this, so traces can
+be read without running a collector).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 _provider: TracerProvider | None = None
+
+
+class FileSpanExporter(SpanExporter):
+    """Appends each finished span as one JSON line (safe across processes: O_APPEND)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps(json.loads(s.to_json())) + "\n" for s in spans)
+        with self._lock, self.path.open("a") as sink:
+            sink.write(lines)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
 
 
 def setup_tracing(service: str) -> TracerProvider:
@@ -32,6 +55,9 @@ def setup_tracing(service: str) -> TracerProvider:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if os.environ.get("GITFLEET_TRACE_FILE"):
+        exporter = FileSpanExporter(Path(os.environ["GITFLEET_TRACE_FILE"]))
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     _provider = provider
     return provider

@@ -77,7 +77,13 @@ def ensure_port_free(port: int, what: str) -> None:
 
 
 def start(
-    cluster: str, component: str, cmd: Sequence[str], log: Path, *, cwd: Path | None = None
+    cluster: str,
+    component: str,
+    cmd: Sequence[str],
+    log: Path,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Proc:
     """Start a detached process whose output goes to `log`."""
     with log.open("ab") as sink:
@@ -87,6 +93,7 @@ def start(
             stdout=sink,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=env,
             start_new_session=True,
         )
     _CHILDREN[child.pid] = child
