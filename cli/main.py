@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 from fleet.errors import FleetError
 
-COMMAND_MODULES = ("cli.testbed", "cli.health", "cli.sync")
+COMMAND_MODULES = (
+    "cli.testbed",
+    "cli.health",
+    "cli.sync",
+    "cli.client",
+    "cli.worker",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

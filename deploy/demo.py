@@ -22,6 +22,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from deploy.testbed import runner
+from deploy.testbed.build import tools_dir
 from deploy.testbed.process import Proc, free_port, start, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,7 @@ def _environment(folder: Path) -> dict[str, str]:
         GITFLEET_SERVER=f"http://127.0.0.1:{free_port()}",
         GITFLEET_TRACE_FILE=str(folder / "traces.jsonl"),
         GITFLEET_CACHE_DIR=str(folder / "cache"),
+        GITFLEET_TOOLS_DIR=str(tools_dir()),
         PYTHONPATH=str(ROOT),
     )
     env["GITFLEET_TOKEN"] = env["GITFLEET_ADMIN_TOKEN"]

@@ -1,1 +1,1 @@
-"""The RQ worker process: membership, queue consumption, jobs that call fleet.sync."""
+"""The gitfleet worker: one shard member running syncs from its own RQ queue, warm between jobs."""

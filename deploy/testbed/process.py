@@ -39,7 +39,9 @@ class Proc:
         except OSError:
             return False
         zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
-        return not zombie and cmdline.split(b"\0", 1)[0] == self.binary.encode()
+        first = cmdline.split(b"\0", 1)[0]  # programs like redis-server rewrite their title
+        binary = self.binary.encode()
+        return not zombie and (first == binary or first.startswith(binary + b" "))
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -250,6 +250,7 @@ def _start_controllers(state: TestbedState, plan: ClusterPlan, bins: dict[str, P
             f"--server-address=127.0.0.1:{plan.ports['kwok']}",
             "--cidr=10.0.0.0/16",
             "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",
         ],
     }
     for component in reversed(CONTROLLERS):

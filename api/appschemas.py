@@ -1,0 +1,262 @@
+"""The application body: what a caller sends to create or replace an app, and what GET returns.
+
+One model serves both directions (`AppIn.record()` and `AppIn.of(record)`), so a GET body can
+be edited and PUT back unchanged. Durations accept seconds or "90s" / "5m" / "1h30m" and come
+back as seconds. Sync windows are checked by `fleet.windows.SyncWindow` itself, whose errors
+name the bad field. Git credentials are write-only: GET says only `hasCredentials`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, SecretStr, model_validator
+
+from api.schemas import ApiModel, Labels, Name, Seconds
+from fleet.appsync import has_credentials
+from fleet.records import (
+    AppDestination,
+    AppRecord,
+    AppSource,
+    HelmSource,
+    IgnoreDifference,
+    RetryPolicy,
+    SyncPolicy,
+)
+from fleet.source import GitCredentials
+from fleet.windows import SyncWindow
+
+
+def _repo(value: str) -> str:
+    if not value.strip():
+        raise ValueError("give the repository URL")
+    if has_credentials(value):
+        raise ValueError("the URL must not carry a password or token; send it in `credentials`")
+    return value.strip()
+
+
+def _path(value: str) -> str:
+    parts = value.strip("/").split("/")
+    if value.startswith("/") or ".." in parts:
+        raise ValueError(f"{value!r} must be a folder inside the repository, without '..'")
+    return value.strip("/") or "."
+
+
+def _pointer(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not a JSON pointer (it starts with '/')")
+    return value
+
+
+class HelmIn(ApiModel):
+    values_yaml: str = ""
+    value_files: list[str] = Field(default_factory=list)
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+
+class SourceIn(ApiModel):
+    repo: Annotated[str, AfterValidator(_repo)]
+    path: Annotated[str, AfterValidator(_path)] = "."
+    revision: str = Field(default="HEAD", min_length=1)
+    helm: HelmIn = HelmIn()
+
+
+class AppDestinationIn(ApiModel):
+    """One named `cluster`, or a `clusterSelector` (labels) for one instance per match."""
+
+    namespace: Name
+    cluster: Name | None = None
+    cluster_selector: Labels | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> AppDestinationIn:
+        if (self.cluster is None) == (self.cluster_selector is None):
+            raise ValueError("give exactly one of cluster or clusterSelector")
+        return self
+
+
+class RetryIn(ApiModel):
+    limit: int = Field(default=5, ge=0, le=100)
+    backoff: Seconds = Field(default=5.0, gt=0)
+    factor: float = Field(default=2.0, ge=1)
+    max_backoff: Seconds = Field(default=180.0, gt=0)
+
+
+class SyncWindowIn(ApiModel):
+    kind: str
+    schedule: str
+    duration: str
+    timezone: str = "UTC"
+    manual_sync: bool = False
+    applications: list[str] = Field(default_factory=lambda: ["*"])
+
+    @model_validator(mode="after")
+    def _valid(self) -> SyncWindowIn:
+        self.window()
+        return self
+
+    def window(self) -> SyncWindow:
+        return SyncWindow(
+            kind=self.kind,
+            schedule=self.schedule,
+            duration=self.duration,
+            timezone=self.timezone,
+            manual_sync=self.manual_sync,
+            applications=tuple(self.applications),
+        )
+
+
+class IgnoreIn(ApiModel):
+    json_pointers: list[Annotated[str, AfterValidator(_pointer)]] = Field(default_factory=list)
+    managers: list[str] = Field(default_factory=list)
+
+
+class SyncPolicyIn(ApiModel):
+    automated: bool = False
+    prune: bool = False
+    self_heal: bool = False
+    allow_empty: bool = False
+    interval: Seconds = Field(default=180.0, ge=5)
+    retry: RetryIn = RetryIn()
+    sync_windows: list[SyncWindowIn] = Field(default_factory=list)
+    create_namespace: bool = False
+    ignore_differences: list[IgnoreIn] = Field(default_factory=list)
+
+
+class CredentialsIn(ApiModel):
+    """HTTP credentials for the repository; for a token, put it in `password`."""
+
+    username: str = ""
+    password: SecretStr
+
+
+class AppIn(ApiModel):
+    name: Name
+    project: Name = "default"
+    source: SourceIn
+    destination: AppDestinationIn
+    sync_policy: SyncPolicyIn = SyncPolicyIn()
+    depends_on: list[Name] = Field(default_factory=list)
+    credentials: CredentialsIn | None = None
+
+    def git_credentials(self) -> GitCredentials | None:
+        if self.credentials is None:
+            return None
+        password = self.credentials.password.get_secret_value()
+        return GitCredentials(username=self.credentials.username, password=password)
+
+    def record(self, *, keep_credentials: bool = False) -> AppRecord:
+        """The record; `keep_credentials` marks stored credentials as still in use."""
+        return AppRecord(
+            name=self.name,
+            project=self.project,
+            source=_source(self.source),
+            destination=AppDestination(
+                namespace=self.destination.namespace,
+                cluster=self.destination.cluster or "",
+                selector=self.destination.cluster_selector,
+            ),
+            sync_policy=_policy(self.sync_policy),
+            depends_on=tuple(dict.fromkeys(self.depends_on)),
+            has_credentials=keep_credentials,
+        )
+
+    @classmethod
+    def of(cls, record: AppRecord) -> AppIn:
+        src, dest, policy = record.source, record.destination, record.sync_policy
+        return cls.model_validate(
+            {
+                "name": record.name,
+                "project": record.project,
+                "source": {
+                    "repo": src.repo,
+                    "path": src.path,
+                    "revision": src.revision,
+                    "helm": {
+                        "values_yaml": src.helm.values_yaml,
+                        "value_files": list(src.helm.value_files),
+                        "parameters": src.helm.parameters,
+                    },
+                },
+                "destination": {
+                    "namespace": dest.namespace,
+                    "cluster": dest.cluster or None,
+                    "cluster_selector": dest.selector if not dest.cluster else None,
+                },
+                "sync_policy": _policy_data(policy),
+                "depends_on": list(record.depends_on),
+            }
+        )
+
+
+def _source(source: SourceIn) -> AppSource:
+    helm = HelmSource(
+        values_yaml=source.helm.values_yaml,
+        value_files=tuple(source.helm.value_files),
+        parameters=dict(source.helm.parameters),
+    )
+    return AppSource(repo=source.repo, path=source.path, revision=source.revision, helm=helm)
+
+
+def _policy(policy: SyncPolicyIn) -> SyncPolicy:
+    retry = policy.retry
+    return SyncPolicy(
+        automated=policy.automated,
+        prune=policy.prune,
+        self_heal=policy.self_heal,
+        allow_empty=policy.allow_empty,
+        interval_s=policy.interval,
+        retry=RetryPolicy(retry.limit, retry.backoff, retry.factor, retry.max_backoff),
+        sync_windows=tuple(w.window() for w in policy.sync_windows),
+        create_namespace=policy.create_namespace,
+        ignore_differences=tuple(
+            IgnoreDifference(tuple(rule.json_pointers), tuple(rule.managers))
+            for rule in policy.ignore_differences
+        ),
+    )
+
+
+def _policy_data(policy: SyncPolicy) -> dict[str, object]:
+    retry = policy.retry
+    return {
+        "automated": policy.automated,
+        "prune": policy.prune,
+        "self_heal": policy.self_heal,
+        "allow_empty": policy.allow_empty,
+        "interval": policy.interval_s,
+        "retry": {
+            "limit": retry.limit,
+            "backoff": retry.backoff_s,
+            "factor": retry.factor,
+            "max_backoff": retry.max_backoff_s,
+        },
+        "sync_windows": [
+            {
+                "kind": w.kind,
+                "schedule": w.schedule,
+                "duration": w.duration,
+                "timezone": w.timezone,
+                "manual_sync": w.manual_sync,
+                "applications": list(w.applications),
+            }
+            for w in policy.sync_windows
+        ],
+        "create_namespace": policy.create_namespace,
+        "ignore_differences": [
+            {"json_pointers": list(r.json_pointers), "managers": list(r.managers)}
+            for r in policy.ignore_differences
+        ],
+    }
+
+
+class SyncIn(ApiModel):
+    """A manual sync: optionally at another revision, as a dry run, or on one cluster only."""
+
+    revision: str | None = Field(default=None, min_length=1)
+    dry_run: bool = False
+    cluster: Name | None = None
+
+
+class RollbackIn(ApiModel):
+    revision: str = Field(min_length=1)
+    cluster: Name | None = None

@@ -1,0 +1,161 @@
+"""/api/v1/apps/{name}/...: sync, diff, history and rollback.
+
+Handlers validate and enqueue; they never run the pipeline inline (the workers do). `diff`
+is the one that waits: it enqueues a dry-run per instance and waits for the results, up to
+the settings' `diff_timeout_s` (30 s) in all, answering 504 for instances still pending.
+
+Rollback syncs at an older revision and then turns automated sync off, as Argo CD requires
+(Argo refuses a rollback while auto-sync is on; we switch it off for the caller and say so in
+the answer and the app's last operation). Turning `automated` back on with PUT resumes
+tracking the app's own revision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query
+
+from api.appschemas import RollbackIn, SyncIn
+from api.auth import Principal, authorize
+from api.deps import DispatcherDep, SettingsDep, StoreDep
+from api.routes.apps import not_deleting, visible_app
+from api.syncs import Enqueued, blocked_reason, request_syncs
+from fleet.records import AppRecord
+from fleet.store import Store
+
+log = logging.getLogger("api.apps")
+router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
+
+
+def targets(store: Store, record: AppRecord, cluster: str | None) -> list[str]:
+    clusters = store.instances(record)
+    if cluster is not None and cluster not in clusters:
+        raise HTTPException(404, f"cluster: app {record.name} has no instance on {cluster}")
+    if not clusters:
+        raise HTTPException(409, f"app {record.name} targets no registered cluster")
+    return [cluster] if cluster else clusters
+
+
+def accepted(record: AppRecord, enqueued: Enqueued, **extra: Any) -> dict[str, Any]:
+    return {"app": record.name, "trace_id": enqueued.trace_id, "jobs": enqueued.jobs(), **extra}
+
+
+@router.post("/{name}/sync", status_code=202)
+def sync_app(
+    name: str,
+    store: StoreDep,
+    dispatcher: DispatcherDep,
+    principal: Principal,
+    body: Annotated[SyncIn | None, Body()] = None,
+) -> dict[str, Any]:
+    body = body or SyncIn()
+    record = visible_app(store, principal, name)
+    not_deleting(record)
+    clusters = targets(store, record, body.cluster)
+    reason = "" if body.dry_run else blocked_reason(record, "manual")
+    if reason:
+        raise HTTPException(409, reason)
+    enqueued = request_syncs(
+        dispatcher, record, clusters, trigger="manual", revision=body.revision, dry_run=body.dry_run
+    )
+    store.log.set_operation(
+        name,
+        {
+            "kind": "sync",
+            "revision": body.revision,
+            "dry_run": body.dry_run,
+            "by": principal.name,
+            "trace_id": enqueued.trace_id,
+            "jobs": enqueued.jobs(),
+        },
+    )
+    log.info("app %s sync requested by %s on %s", name, principal.name, ", ".join(clusters))
+    return accepted(record, enqueued)
+
+
+@router.get("/{name}/diff")
+def diff_app(
+    name: str,
+    store: StoreDep,
+    dispatcher: DispatcherDep,
+    settings: SettingsDep,
+    principal: Principal,
+    cluster: str | None = None,
+) -> dict[str, Any]:
+    record = visible_app(store, principal, name)
+    clusters = targets(store, record, cluster)
+    enqueued = request_syncs(dispatcher, record, clusters, trigger="diff", dry_run=True)
+    deadline = time.monotonic() + settings.diff_timeout_s
+    found = []
+    for target, ref in enqueued.refs:
+        result = dispatcher.wait(ref, max(deadline - time.monotonic(), 0.0))
+        found.append(_diff_view(target, result))
+    pending = [d["cluster"] for d in found if d["pending"]]
+    if pending:
+        raise HTTPException(
+            504, f"no diff from cluster(s) {', '.join(pending)} within {settings.diff_timeout_s:g}s"
+        )
+    in_sync = all(not d["changes"] and not d["error"] for d in found)
+    return {"app": name, "trace_id": enqueued.trace_id, "in_sync": in_sync, "clusters": found}
+
+
+def _diff_view(cluster: str, result: dict[str, Any] | None) -> dict[str, Any]:
+    if result is None:
+        return {"cluster": cluster, "pending": True, "changes": [], "error": ""}
+    resources = result.get("resources") or []
+    return {
+        "cluster": cluster,
+        "pending": False,
+        "revision": result.get("revision", ""),
+        "error": result.get("error", ""),
+        "changes": [r for r in resources if r.get("action") != "unchanged"],
+    }
+
+
+@router.get("/{name}/history")
+def app_history(
+    name: str,
+    store: StoreDep,
+    principal: Principal,
+    cluster: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=50)] = 50,
+) -> dict[str, Any]:
+    record = visible_app(store, principal, name)
+    clusters = [cluster] if cluster else store.instances(record)
+    return {"app": name, "clusters": {c: store.log.history(name, c, limit) for c in clusters}}
+
+
+@router.post("/{name}/rollback", status_code=202)
+def rollback_app(
+    name: str, body: RollbackIn, store: StoreDep, dispatcher: DispatcherDep, principal: Principal
+) -> dict[str, Any]:
+    record = visible_app(store, principal, name)
+    not_deleting(record)
+    clusters = targets(store, record, body.cluster)
+    reason = blocked_reason(record, "manual")
+    if reason:
+        raise HTTPException(409, reason)
+    paused = record.sync_policy.automated
+    if paused:
+        policy = replace(record.sync_policy, automated=False)
+        record = store.put_app(replace(record, sync_policy=policy), create=False)
+    enqueued = request_syncs(
+        dispatcher, record, clusters, trigger="rollback", revision=body.revision
+    )
+    store.log.set_operation(
+        name,
+        {
+            "kind": "rollback",
+            "revision": body.revision,
+            "automated_paused": paused,
+            "by": principal.name,
+            "trace_id": enqueued.trace_id,
+            "jobs": enqueued.jobs(),
+        },
+    )
+    log.info("app %s rolled back to %s by %s", name, body.revision, principal.name)
+    return accepted(record, enqueued, revision=body.revision, automated_paused=paused)

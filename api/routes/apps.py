@@ -1,0 +1,127 @@
+"""/api/v1/apps: create, read, replace and delete applications.
+
+Creation and replacement check, in this order: the body (422 naming the field), the caller's
+project (403), references (unknown project, cluster or dependency: 422), then the project's
+bounds on repo and destination for every cluster the app targets (403 listing each
+violation). Only then is anything written, in one transaction.
+
+DELETE `cascade=true` (the default, as in Argo CD) marks the app `deleting` and asks each
+instance's worker to prune everything the app owns (trigger `delete`); the worker removes the
+record when every instance is pruned. `cascade=false` removes the record at once and leaves the
+objects in the clusters. An app other apps depend on is kept unless `force=true`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+from fastapi.responses import JSONResponse
+
+from api.appschemas import AppIn
+from api.auth import Principal, authorize, can_see, require_project
+from api.deps import OptionalDispatcherDep, StoreDep
+from api.syncs import request_syncs
+from api.views import app_view, summary
+from fleet.appsync import check_app_allowed
+from fleet.records import AppRecord
+from fleet.store import InUse, InvalidReference, NotFound, Store
+
+log = logging.getLogger("api.apps")
+router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
+
+
+def visible_app(store: Store, principal: Principal, name: str) -> AppRecord:
+    record = store.get_app(name)
+    require_project(principal, record.project)
+    return record
+
+
+def not_deleting(record: AppRecord) -> None:
+    if record.deleting:
+        raise HTTPException(409, f"app {record.name} is being deleted")
+
+
+def check_allowed(store: Store, record: AppRecord) -> None:
+    """422 for unknown references, 403 listing what the project does not allow."""
+    try:
+        project = store.get_project(record.project)
+    except NotFound:
+        raise InvalidReference("project", f"no project named {record.project}") from None
+    cluster = record.destination.cluster
+    if cluster and cluster not in {c.name for c in store.list_clusters()}:
+        raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
+    violations = check_app_allowed(record, project, store.instances(record))
+    if violations:
+        raise HTTPException(403, "; ".join(violations))
+
+
+@router.post("", status_code=201)
+def create_app(body: AppIn, store: StoreDep, principal: Principal) -> dict[str, Any]:
+    require_project(principal, body.project)
+    record = body.record()
+    check_allowed(store, record)
+    record = store.put_app(record, credentials=body.git_credentials(), create=True)
+    log.info("app %s created in project %s by %s", record.name, record.project, principal.name)
+    return app_view(store, record)
+
+
+@router.get("")
+def list_apps(
+    store: StoreDep, principal: Principal, project: str | None = None
+) -> list[dict[str, Any]]:
+    apps = [a for a in store.list_apps() if can_see(principal, a.project)]
+    clusters = store.list_clusters()
+    return [summary(store, a, clusters) for a in apps if project in (None, a.project)]
+
+
+@router.get("/{name}")
+def get_app(name: str, store: StoreDep, principal: Principal) -> dict[str, Any]:
+    return app_view(store, visible_app(store, principal, name))
+
+
+@router.put("/{name}")
+def replace_app(name: str, body: AppIn, store: StoreDep, principal: Principal) -> dict[str, Any]:
+    """Replace the spec. Credentials left out are kept; `"credentials": null` removes them."""
+    if body.name != name:
+        raise HTTPException(422, f"name: {body.name} does not match the URL's {name}")
+    old = visible_app(store, principal, name)
+    require_project(principal, body.project)
+    not_deleting(old)
+    keep = "credentials" not in body.model_fields_set and old.has_credentials
+    record = replace(body.record(keep_credentials=keep), created=old.created)
+    check_allowed(store, record)
+    record = store.put_app(record, credentials=body.git_credentials(), create=False)
+    log.info("app %s changed by %s", name, principal.name)
+    return app_view(store, record)
+
+
+@router.delete("/{name}")
+def delete_app(
+    name: str,
+    store: StoreDep,
+    principal: Principal,
+    dispatcher: OptionalDispatcherDep,
+    cascade: bool = True,
+    force: bool = False,
+) -> JSONResponse:
+    record = visible_app(store, principal, name)
+    users = store.dependents(name)
+    if users and not force:
+        raise InUse(f"app(s) {', '.join(users)} depend on app {name}; pass force=true")
+    clusters = store.instances(record)
+    if not cascade or not clusters:
+        store.delete_app(name, force=True)
+        log.info("app %s deleted by %s (objects left in place)", name, principal.name)
+        return JSONResponse({"app": name, "deleted": True, "jobs": []})
+    if dispatcher is None:
+        raise HTTPException(503, "cannot prune: the dispatcher (fleet.dispatch) is missing")
+    record = store.mark_deleting(name)
+    enqueued = request_syncs(dispatcher, record, clusters, trigger="delete")
+    operation = {"kind": "delete", "cascade": True, "by": principal.name}
+    store.log.set_operation(name, {**operation, "trace_id": enqueued.trace_id})
+    log.info("app %s deleting with cascade by %s", name, principal.name)
+    body = {"app": name, "deleted": False, "deleting": True, "trace_id": enqueued.trace_id}
+    return JSONResponse({**body, "jobs": enqueued.jobs()}, status_code=202)

@@ -1,0 +1,113 @@
+"""/api/v1/webhooks/git: GitHub-style push events, verified by HMAC, trigger matching apps.
+
+The signature (`X-Hub-Signature-256: sha256=<hex>`) is an HMAC-SHA256 of the raw body with
+GITFLEET_WEBHOOK_SECRET, compared in constant time before the body is even parsed; a wrong or
+missing one is a 401. Without a configured secret every event is refused (503): an unverified
+webhook would let anyone on the network trigger syncs.
+
+An app matches when its repository names the pushed one (`fleet.appsync.normalize_repo`, so
+HTTPS and SSH URLs agree) and its revision is the pushed branch or tag, or HEAD when the push
+went to the default branch. Only automated apps sync on a push (a manual app waits for a
+person, as in Argo CD), and only when their sync windows allow automated syncs; the answer
+lists the triggered apps and, with the reason, the matching ones skipped. An app whose path
+the push did not touch still gets a job, which renders nothing: the worker's render cache is
+keyed by the path's tree id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+
+from api.deps import DispatcherDep, SettingsDep, StoreDep
+from api.settings import Settings
+from api.syncs import blocked_reason, request_syncs
+from fleet.appsync import normalize_repo
+from fleet.records import AppRecord
+from fleet.store import Store
+
+log = logging.getLogger("api.webhooks")
+router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+URL_FIELDS = ("clone_url", "html_url", "ssh_url", "git_url", "url", "svn_url")
+
+
+def verify(settings: Settings, body: bytes, signature: str | None) -> None:
+    secret = Settings.reveal(settings.webhook_secret)
+    if not secret:
+        raise HTTPException(503, "webhooks are disabled: set GITFLEET_WEBHOOK_SECRET")
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), (signature or "").encode()):
+        raise HTTPException(401, "X-Hub-Signature-256: missing or wrong signature")
+
+
+def parse_push(body: bytes) -> tuple[set[str], str, str]:
+    """(normalized repo URLs, ref, default branch) of a push payload; 422 naming the field."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise HTTPException(422, "body: not JSON") from None
+    repo = payload.get("repository") if isinstance(payload, dict) else None
+    if not isinstance(repo, dict):
+        raise HTTPException(422, "repository: missing from the push event")
+    ref = payload.get("ref")
+    if not isinstance(ref, str) or not ref.startswith("refs/"):
+        raise HTTPException(422, "ref: missing, or not like refs/heads/<branch>")
+    urls = {normalize_repo(str(repo[f])) for f in URL_FIELDS if isinstance(repo.get(f), str)}
+    if not urls:
+        raise HTTPException(422, "repository: has no clone_url, html_url or ssh_url")
+    return urls, ref, str(repo.get("default_branch") or "")
+
+
+def revision_matches(revision: str, ref: str, default_branch: str) -> bool:
+    kind, _, name = ref.removeprefix("refs/").partition("/")
+    if revision in (ref, name):
+        return True
+    return kind == "heads" and revision in ("HEAD", "") and name == default_branch
+
+
+def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, Any]:
+    urls, ref, default_branch = parse_push(body)
+    matching = [
+        app
+        for app in store.list_apps()
+        if normalize_repo(app.source.repo) in urls
+        and revision_matches(app.source.revision, ref, default_branch)
+    ]
+    triggered, skipped, jobs = [], [], []
+    for app in matching:
+        reason = _skip_reason(store, app)
+        if reason:
+            skipped.append({"app": app.name, "reason": reason})
+            continue
+        enqueued = request_syncs(dispatcher, app, store.instances(app), trigger="webhook")
+        triggered.append(app.name)
+        jobs += [{"app": app.name, **job} for job in enqueued.jobs()]
+    log.info("push to %s %s triggered %s", sorted(urls), ref, triggered or "no app")
+    return {"ref": ref, "triggered": triggered, "skipped": skipped, "jobs": jobs}
+
+
+def _skip_reason(store: Store, app: AppRecord) -> str:
+    if app.deleting:
+        return "being deleted"
+    if not app.sync_policy.automated:
+        return "automated sync is off; sync it by hand"
+    if not store.instances(app):
+        return "targets no registered cluster"
+    return blocked_reason(app, "webhook")
+
+
+@router.post("/git")
+async def git_push(
+    request: Request, store: StoreDep, dispatcher: DispatcherDep, settings: SettingsDep
+) -> dict[str, Any]:
+    body = await request.body()
+    verify(settings, body, request.headers.get("X-Hub-Signature-256"))
+    if request.headers.get("X-GitHub-Event", "push") == "ping":
+        return {"ref": "", "triggered": [], "skipped": [], "jobs": []}
+    return await run_in_threadpool(_trigger, store, dispatcher, body)

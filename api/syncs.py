@@ -1,0 +1,93 @@
+"""Ask the workers for syncs: one trace per request, the context carried in each job.
+
+The request that causes a sync starts its trace here (`gitfleet.api.<trigger>`), with one
+child span per instance enqueued; the W3C trace context is injected into the carrier the
+dispatcher puts in the job, so the worker's `gitfleet.sync` span and the engine's stage spans
+join this trace. The trace id goes back in the 202 so a caller can look the sync up.
+
+Sync windows are checked here for the triggers the API owns: a manual sync (or rollback) runs
+only if the windows allow manual syncs now; a webhook (an automated trigger) only if they allow
+automated ones. The worker's scheduler checks its own triggers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import propagate, trace
+
+from api.deps import Dispatcher, JobRef
+from fleet.records import AppRecord
+from fleet.windows import WindowVerdict, evaluate
+
+tracer = trace.get_tracer("gitfleet.api")
+AUTOMATED_TRIGGERS = frozenset({"webhook", "interval", "self-heal"})
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    trace_id: str
+    refs: list[tuple[str, JobRef]]
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [
+            {"cluster": c, "job_id": r.job_id, "queue": r.queue, "merged": r.merged}
+            for c, r in self.refs
+        ]
+
+
+def verdict(app: AppRecord) -> WindowVerdict:
+    return evaluate(app.sync_policy.sync_windows, app.name, datetime.now(UTC))
+
+
+def blocked_reason(app: AppRecord, trigger: str) -> str:
+    """Why the sync windows block `trigger` for `app` now; empty when they do not."""
+    found = verdict(app)
+    allowed = found.automated_allowed if trigger in AUTOMATED_TRIGGERS else found.manual_allowed
+    return "" if allowed else found.reason
+
+
+def request_syncs(
+    dispatcher: Dispatcher,
+    app: AppRecord,
+    clusters: list[str],
+    *,
+    trigger: str,
+    revision: str | None = None,
+    dry_run: bool = False,
+) -> Enqueued:
+    attributes: dict[str, str | bool | int] = {
+        "gitfleet.app": app.name,
+        "gitfleet.trigger": trigger,
+        "gitfleet.revision": revision or app.source.revision,
+        "gitfleet.dry_run": dry_run,
+        "gitfleet.clusters": len(clusters),
+    }
+    with tracer.start_as_current_span(f"gitfleet.api.{trigger}", attributes=attributes) as span:
+        refs = [
+            (cluster, _enqueue(dispatcher, app, cluster, trigger, revision, dry_run))
+            for cluster in clusters
+        ]
+        context = span.get_span_context()
+    trace_id = format(context.trace_id, "032x") if context.trace_id else ""
+    return Enqueued(trace_id, refs)
+
+
+def _enqueue(
+    dispatcher: Dispatcher,
+    app: AppRecord,
+    cluster: str,
+    trigger: str,
+    revision: str | None,
+    dry_run: bool,
+) -> JobRef:
+    with tracer.start_as_current_span(
+        "gitfleet.api.enqueue", attributes={"gitfleet.cluster": cluster}
+    ):
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return dispatcher.request_sync(
+            app.name, cluster, trigger=trigger, revision=revision, dry_run=dry_run, carrier=carrier
+        )

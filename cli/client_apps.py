@@ -1,0 +1,253 @@
+"""`gitfleet app create|get|list|sync|diff|history|rollback|delete|wait`, against the coordinator.
+
+Exit codes: 0 done; 2 a usage or request error (printed on one line). `app diff` exits 1 when
+something would change, like `gitfleet diff`; `app wait` exits 1 on timeout after printing
+what it still waits for.
+
+`app wait` follows `argocd app wait`: with neither `--sync` nor `--health` it waits for both.
+It polls GET /apps/{name} and rides out a coordinator that is briefly unreachable until the
+timeout; a 4xx (unknown app, refused token) ends it at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from cli.client import ClientError, client_of, labels_of, print_json, table
+from cli.sync import parse_duration
+
+SYNCED, HEALTHY = "Synced", "Healthy"
+
+
+def run_create(args: argparse.Namespace) -> int:
+    if bool(args.cluster) == bool(args.cluster_selector):
+        raise ClientError("give exactly one of --cluster NAME or --cluster-selector K=V")
+    destination: dict[str, Any] = {"namespace": args.namespace}
+    if args.cluster:
+        destination["cluster"] = args.cluster
+    else:
+        destination["clusterSelector"] = labels_of(args.cluster_selector, "--cluster-selector")
+    body = {
+        "name": args.name,
+        "project": args.project,
+        "source": {"repo": args.repo, "path": args.path, "revision": args.revision},
+        "destination": destination,
+        "syncPolicy": {
+            "automated": args.auto_sync,
+            "prune": args.prune,
+            "selfHeal": args.self_heal,
+            "createNamespace": args.create_namespace,
+        },
+    }
+    created = client_of(args).call("POST", "/api/v1/apps", body=body)
+    return _show(args, created, f"app {args.name} created")
+
+
+def run_get(args: argparse.Namespace) -> int:
+    view = client_of(args).call("GET", f"/api/v1/apps/{args.name}")
+    if args.output == "json":
+        print_json(view)
+        return 0
+    print(describe(view))
+    return 0
+
+
+def describe(view: dict[str, Any]) -> str:
+    source = view["spec"]["source"]
+    lines = [
+        f"app {view['name']} (project {view['project']})",
+        f"source   {source['repo']} {source['path']} @ {source['revision']}",
+        f"status   {view['sync_status']} / {view['health']}  revision {view['revision'] or '-'}",
+        "",
+    ]
+    rows = [
+        [
+            i["cluster"],
+            i["sync_status"],
+            i["health"],
+            (i["revision"] or "-")[:12],
+            (i["last_sync"] or {}).get("trace_id") or "-",
+            i["message"].replace("\n", " ")[:80],
+        ]
+        for i in view["instances"]
+    ]
+    lines.append(table(rows, ["CLUSTER", "SYNC", "HEALTH", "REVISION", "TRACE", "MESSAGE"]))
+    for instance in view["instances"]:
+        lines += ["", f"objects on {instance['cluster']}:", _objects(instance["resources"])]
+    return "\n".join(lines)
+
+
+def _objects(resources: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            r.get("kind", ""),
+            r.get("namespace", ""),
+            r.get("name", ""),
+            r.get("action", ""),
+            r.get("health", ""),
+            str(r.get("message", "")).replace("\n", " ")[:80],
+        ]
+        for r in resources
+    ]
+    return table(rows, ["KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE"])
+
+
+def run_list(args: argparse.Namespace) -> int:
+    apps = client_of(args).call("GET", "/api/v1/apps")
+    if args.output == "json":
+        print_json(apps)
+        return 0
+    rows = [
+        [a["name"], a["project"], ",".join(a["clusters"]) or "-", a["sync_status"], a["health"]]
+        for a in apps
+    ]
+    print(table(rows, ["NAME", "PROJECT", "CLUSTERS", "SYNC", "HEALTH"]))
+    return 0
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    body = {"revision": args.revision, "dryRun": args.dry_run, "cluster": args.cluster}
+    body = {k: v for k, v in body.items() if v not in (None, False)}
+    answer = client_of(args).call("POST", f"/api/v1/apps/{args.name}/sync", body=body)
+    return _show(args, answer, _jobs_line(f"sync of {args.name} requested", answer))
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    params = {"cluster": args.cluster} if args.cluster else None
+    answer = client_of(args).call("GET", f"/api/v1/apps/{args.name}/diff", params=params)
+    if args.output == "json":
+        print_json(answer)
+    else:
+        for found in answer["clusters"]:
+            print(f"cluster {found['cluster']} at {found.get('revision', '')[:12] or '-'}:")
+            print(_objects(found["changes"]) if found["changes"] else "  in sync")
+            if found["error"]:
+                print(f"  error: {found['error']}")
+    return 0 if answer["in_sync"] else 1
+
+
+def run_history(args: argparse.Namespace) -> int:
+    params = {"cluster": args.cluster} if args.cluster else None
+    answer = client_of(args).call("GET", f"/api/v1/apps/{args.name}/history", params=params)
+    if args.output == "json":
+        print_json(answer)
+        return 0
+    rows = [
+        [
+            cluster,
+            r.get("finished", ""),
+            r.get("trigger", ""),
+            str(r.get("revision", ""))[:12],
+            r.get("sync_status", ""),
+            r.get("health", ""),
+            r.get("trace_id", ""),
+        ]
+        for cluster, found in answer["clusters"].items()
+        for r in found
+    ]
+    print(table(rows, ["CLUSTER", "FINISHED", "TRIGGER", "REVISION", "SYNC", "HEALTH", "TRACE"]))
+    return 0
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    body = {"revision": args.revision}
+    answer = client_of(args).call("POST", f"/api/v1/apps/{args.name}/rollback", body=body)
+    line = _jobs_line(f"rollback of {args.name} to {args.revision} requested", answer)
+    if answer.get("automated_paused"):
+        line += "; automated sync is now off (turn it back on to track the branch again)"
+    return _show(args, answer, line)
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    params = {"cascade": str(not args.no_cascade).lower(), "force": str(args.force).lower()}
+    answer = client_of(args).call("DELETE", f"/api/v1/apps/{args.name}", params=params)
+    done = "deleted" if answer.get("deleted") else "is being deleted (pruning its objects)"
+    return _show(args, answer, f"app {args.name} {done}")
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    timeout = parse_duration(args.timeout)
+    want_sync, want_health = args.sync or not args.health, args.health or not args.sync
+    deadline = time.monotonic() + timeout
+    client = client_of(args)
+    waiting = ["an answer from the server"]
+    while time.monotonic() < deadline:
+        try:
+            view = client.call("GET", f"/api/v1/apps/{args.name}")
+            waiting = waiting_for(view, sync=want_sync, health=want_health)
+        except ClientError as e:
+            if "cannot reach" not in str(e):
+                raise
+        if not waiting:
+            return _show(args, {"app": args.name, "done": True}, f"app {args.name} is ready")
+        time.sleep(max(min(args.interval, deadline - time.monotonic()), 0))
+    result = {"app": args.name, "done": False, "waiting_for": waiting}
+    _show(args, result, f"timed out after {args.timeout}; still waiting for: " + "; ".join(waiting))
+    return 1
+
+
+def waiting_for(view: dict[str, Any], *, sync: bool, health: bool) -> list[str]:
+    """What keeps the app from being done, one phrase per instance and condition."""
+    if not view["instances"]:
+        return ["a target cluster (the app targets none)"]
+    missing = []
+    for i in view["instances"]:
+        if sync and i["sync_status"] != SYNCED:
+            missing.append(f"{i['cluster']} to be {SYNCED} (is {i['sync_status']})")
+        if health and i["health"] != HEALTHY:
+            missing.append(f"{i['cluster']} to be {HEALTHY} (is {i['health']})")
+    return missing
+
+
+def _jobs_line(prefix: str, answer: dict[str, Any]) -> str:
+    jobs = ", ".join(f"{j['cluster']}: {j['job_id']}" for j in answer.get("jobs", []))
+    return f"{prefix} ({jobs}); trace {answer.get('trace_id') or '-'}"
+
+
+def _show(args: argparse.Namespace, data: Any, line: str) -> int:
+    if args.output == "json":
+        print_json(data)
+    else:
+        print(line)
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    app = subparsers.add_parser("app", help="create, sync and inspect applications")
+    verbs = app.add_subparsers(dest="verb", required=True)
+
+    def verb(name: str, run: Any, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = verbs.add_parser(name, parents=[common], help=help)
+        parser.add_argument("name")
+        parser.set_defaults(run=run)
+        return parser
+
+    create = verb("create", run_create, "register an application")
+    create.add_argument("--repo", required=True)
+    create.add_argument("--path", required=True)
+    create.add_argument("--revision", default="HEAD")
+    create.add_argument("--cluster")
+    create.add_argument("--cluster-selector", action="append", default=[], help="K=V")
+    create.add_argument("--namespace", required=True)
+    create.add_argument("--project", default="default")
+    for flag in ("--auto-sync", "--prune", "--self-heal", "--create-namespace"):
+        create.add_argument(flag, action="store_true")
+    verb("get", run_get, "show an app and the status of each instance")
+    verbs.add_parser("list", parents=[common], help="list apps").set_defaults(run=run_list)
+    sync = verb("sync", run_sync, "sync now")
+    sync.add_argument("--revision")
+    sync.add_argument("--dry-run", action="store_true")
+    sync.add_argument("--cluster")
+    verb("diff", run_diff, "what a sync would change").add_argument("--cluster")
+    verb("history", run_history, "recent syncs").add_argument("--cluster")
+    verb("rollback", run_rollback, "sync an earlier revision").add_argument("revision")
+    delete = verb("delete", run_delete, "delete an app (and, by default, its objects)")
+    delete.add_argument("--no-cascade", action="store_true", help="leave its objects in place")
+    delete.add_argument("--force", action="store_true", help="even if other apps depend on it")
+    wait = verb("wait", run_wait, "wait until Synced and/or Healthy")
+    wait.add_argument("--sync", action="store_true")
+    wait.add_argument("--health", action="store_true")
+    wait.add_argument("--timeout", required=True, help="e.g. 90s, 5m")
+    wait.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)

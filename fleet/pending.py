@@ -1,0 +1,298 @@
+"""One pending sync per instance: the Redis record that merges triggers and orders follow-ups.
+
+rq alone cannot say "there is already a sync of shop@eu waiting, fold this trigger into it":
+`unique=True` refuses a duplicate job id while any job with that id exists, finished ones
+included, and a finished job keeps its id for its result TTL. So each instance has one hash,
+`<p>:pending:<instance>`, which *is* the pending sync:
+
+- `queued`: a job is in the owner's queue. New triggers merge into the hash (`requests` counts
+  them); the job reads the winning intent when it starts, so it syncs the newest revision.
+- `running`: a worker claimed it. A new trigger records a `followup` (one, however many
+  triggers arrive), which `finish` enqueues when the running sync ends: exactly one more run.
+
+Every transition is a WATCH/MULTI transaction on the hash, and the rq job is pushed inside the
+same MULTI (rq accepts a pipeline), so a trigger can never see "queued" without a job behind
+it, and two triggers can never both create a job.
+
+Merging keeps the intent a person asked for over an automated one: a queued manual sync at
+revision X is not turned into "sync the branch" by an interval tick arriving after it. Between
+intents of the same kind, the newest wins.
+
+Deferred syncs (retries with backoff, dependency waits, a busy lease) wait in a sorted set by
+due time; `due` pops them atomically, so any number of processes may pump it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from redis import Redis, WatchError
+from redis.client import Pipeline
+from redis.typing import EncodableT, FieldT
+
+USER_TRIGGERS = frozenset({"manual", "rollback"})
+
+_POP_DUE = """
+local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, member in ipairs(items) do
+  redis.call('ZREM', KEYS[1], member)
+  out[#out + 1] = member
+  out[#out + 1] = redis.call('HGET', KEYS[2], member) or ''
+  redis.call('HDEL', KEYS[2], member)
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a sync is asked to do. `revision` "" means the app's own revision; `carrier` is the
+    W3C trace context of the request that caused it; `attempt` counts retries (0 = first try)."""
+
+    trigger: str
+    revision: str = ""
+    carrier: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Intent:
+        data = json.loads(text) if text else {}
+        return cls(
+            trigger=str(data.get("trigger", "")),
+            revision=str(data.get("revision", "")),
+            carrier={str(k): str(v) for k, v in (data.get("carrier") or {}).items()},
+            attempt=int(data.get("attempt", 0)),
+        )
+
+
+def merged(old: Intent, new: Intent) -> Intent:
+    """The intent that wins: a person's over an automated one, else the newest."""
+    if old.trigger in USER_TRIGGERS and new.trigger not in USER_TRIGGERS:
+        return old
+    return new
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The parsed hash of one instance's pending sync."""
+
+    job_id: str
+    queue: str
+    state: str
+    intent: Intent
+    requests: int
+    worker: str = ""
+    started: float = 0.0
+    followup: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, raw: dict[bytes, bytes]) -> Pending | None:
+        data = {k.decode(): v.decode() for k, v in raw.items()}
+        if "job" not in data:
+            return None
+        return cls(
+            job_id=data["job"],
+            queue=data.get("queue", ""),
+            state=data.get("state", ""),
+            intent=Intent.from_json(data.get("intent", "")),
+            requests=int(data.get("requests", "1")),
+            worker=data.get("worker", ""),
+            started=float(data.get("started") or 0.0),
+            followup=json.loads(data["followup"]) if data.get("followup") else None,
+        )
+
+    def next_intent(self) -> Intent:
+        """What to run when this sync must start over (its worker died): its own intent, or
+        the follow-up's merged over it, since the interrupted one was never served."""
+        if not self.followup:
+            return self.intent
+        return merged(self.intent, Intent.from_json(self.followup["intent"]))
+
+
+Enqueue = Callable[[Pipeline, str, str, Intent], None]
+"""(pipeline in MULTI, queue name, job id, intent): push the rq job for a pending sync."""
+
+
+class PendingSyncs:
+    def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.index = f"{prefix}:pending"
+        self.deferred = f"{prefix}:deferred"
+        self.deferred_intents = f"{prefix}:deferred-intents"
+        self._pop_due = redis.register_script(_POP_DUE)
+
+    def key(self, instance: str) -> str:
+        return f"{self.prefix}:pending:{instance}"
+
+    def get(self, instance: str) -> Pending | None:
+        raw: dict[bytes, bytes] = self.redis.hgetall(self.key(instance))  # type: ignore[assignment]
+        return Pending.parse(raw)
+
+    def instances(self) -> list[str]:
+        return sorted(m.decode() for m in self.redis.smembers(self.index))  # type: ignore[union-attr]
+
+    def _transaction(self, instance: str, step: Callable[[Pipeline, Pending | None], Any]) -> Any:
+        key = self.key(instance)
+        with self.redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
+                    current = Pending.parse(pipe.hgetall(key))  # type: ignore[arg-type]
+                    result = step(pipe, current)
+                    pipe.execute()
+                    return result
+                except WatchError:
+                    continue
+
+    def request(
+        self,
+        instance: str,
+        intent: Intent,
+        *,
+        queue: str,
+        new_id: str,
+        enqueue: Enqueue,
+        now: float,
+    ) -> tuple[str, str, bool]:
+        """Create, merge into, or follow up the pending sync: (job id, queue, merged)."""
+        key = self.key(instance)
+
+        def step(pipe: Pipeline, current: Pending | None) -> tuple[str, str, bool]:
+            pipe.multi()
+            if current is None:
+                self._queued(pipe, key, new_id, queue, intent, 1)
+                pipe.hset(key, "created", now)
+                pipe.sadd(self.index, instance)
+                enqueue(pipe, queue, new_id, intent)
+                return new_id, queue, False
+            if current.state == "queued":
+                pipe.hset(key, "intent", merged(current.intent, intent).to_json())
+                pipe.hincrby(key, "requests", 1)
+                return current.job_id, current.queue, True
+            return self._follow_up(pipe, key, current, intent, new_id, queue)
+
+        result: tuple[str, str, bool] = self._transaction(instance, step)
+        return result
+
+    def _follow_up(
+        self, pipe: Pipeline, key: str, current: Pending, intent: Intent, new_id: str, queue: str
+    ) -> tuple[str, str, bool]:
+        previous = current.followup
+        if previous is None:
+            followup = {"job": new_id, "intent": intent.to_json(), "requests": 1}
+        else:
+            won = merged(Intent.from_json(previous["intent"]), intent)
+            followup = {**previous, "intent": won.to_json(), "requests": previous["requests"] + 1}
+        pipe.hset(key, "followup", json.dumps(followup))
+        return str(followup["job"]), queue, previous is not None
+
+    def claim(self, instance: str, job_id: str, *, worker: str, now: float) -> Pending | None:
+        """Mark the pending sync running by `worker` if `job_id` is still the one to run."""
+        key = self.key(instance)
+
+        def step(pipe: Pipeline, current: Pending | None) -> Pending | None:
+            pipe.multi()
+            if current is None or current.job_id != job_id or current.state != "queued":
+                return None
+            pipe.hset(key, mapping={"state": "running", "worker": worker, "started": now})
+            return current
+
+        claimed: Pending | None = self._transaction(instance, step)
+        return claimed
+
+    def finish(self, instance: str, job_id: str, *, queue: str, enqueue: Enqueue) -> str | None:
+        """End the running sync `job_id`; enqueue its follow-up on `queue` if one was asked for.
+        Returns the follow-up's job id."""
+        key = self.key(instance)
+
+        def step(pipe: Pipeline, current: Pending | None) -> str | None:
+            pipe.multi()
+            if current is None or current.job_id != job_id:
+                return None
+            if current.followup is None:
+                pipe.delete(key)
+                pipe.srem(self.index, instance)
+                return None
+            follow = current.followup
+            intent = Intent.from_json(follow["intent"])  # the running intent has been served
+            self._queued(pipe, key, str(follow["job"]), queue, intent, int(follow["requests"]))
+            enqueue(pipe, queue, str(follow["job"]), intent)
+            return str(follow["job"])
+
+        followed: str | None = self._transaction(instance, step)
+        return followed
+
+    def requeue(
+        self,
+        instance: str,
+        expected: Pending,
+        *,
+        queue: str,
+        new_id: str,
+        enqueue: Enqueue,
+        drop: Callable[[Pipeline, Pending], None],
+    ) -> str | None:
+        """Move a stranded pending sync (its worker died) to `queue`, if it is still `expected`.
+        `drop` removes the old job inside the same transaction. Returns the new job id."""
+        key = self.key(instance)
+
+        def step(pipe: Pipeline, current: Pending | None) -> str | None:
+            pipe.multi()
+            if current != expected or current is None:
+                return None
+            job = str(current.followup["job"]) if current.followup else new_id
+            drop(pipe, current)
+            intent = current.next_intent()
+            self._queued(pipe, key, job, queue, intent, current.requests)
+            enqueue(pipe, queue, job, intent)
+            return job
+
+        moved: str | None = self._transaction(instance, step)
+        return moved
+
+    @staticmethod
+    def _queued(
+        pipe: Pipeline, key: str, job: str, queue: str, intent: Intent, requests: int
+    ) -> None:
+        fields: dict[FieldT, EncodableT] = {
+            "job": job,
+            "queue": queue,
+            "state": "queued",
+            "requests": requests,
+            "intent": intent.to_json(),
+        }
+        pipe.hset(key, mapping=fields)
+        pipe.hdel(key, "worker", "started", "followup")
+
+    # -- deferred syncs -----------------------------------------------------------------------
+
+    def defer(self, instance: str, intent: Intent, *, at: float) -> None:
+        """Ask for a sync of `instance` at `at` (epoch seconds); an earlier ask keeps its time."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zadd(self.deferred, {instance: at}, lt=True)
+        pipe.hset(self.deferred_intents, instance, intent.to_json())
+        pipe.execute()
+
+    def cancel_deferred(self, instance: str) -> None:
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zrem(self.deferred, instance)
+        pipe.hdel(self.deferred_intents, instance)
+        pipe.execute()
+
+    def deferred_at(self, instance: str) -> float | None:
+        score = self.redis.zscore(self.deferred, instance)
+        return float(score) if score is not None else None
+
+    def due(self, now: float, *, limit: int = 500) -> list[tuple[str, Intent]]:
+        """Pop the deferred syncs due at `now`; each is returned to exactly one caller."""
+        flat = self._pop_due(keys=[self.deferred, self.deferred_intents], args=[now, limit])
+        pairs = zip(flat[::2], flat[1::2], strict=True)
+        return [(m.decode(), Intent.from_json(raw) if raw else Intent("retry")) for m, raw in pairs]

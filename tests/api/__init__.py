@@ -1,0 +1,1 @@
+"""Coordinator API, store and CLI client tests against a real Redis."""

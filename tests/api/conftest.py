@@ -1,0 +1,165 @@
+"""Fixtures for the coordinator: a fresh Redis database per test, the real FastAPI app in its
+ASGI stack (TestClient runs the lifespan), and a recording dispatcher at the worker boundary.
+
+The dispatcher is the one thing replaced: `fleet.dispatch` belongs to the worker side, and
+these tests are about what the API asks of it (which app, which cluster, which trigger, which
+trace context), through `app.dependency_overrides`, the boundary FastAPI offers for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from api.app import create_app
+from api.deps import optional_dispatcher
+from api.settings import Settings
+from cli.telemetry import setup_tracing
+from fleet.secrets import SecretBox
+from fleet.store import Store
+from tests.support.redis_server import RedisServer
+
+ADMIN_TOKEN = "gf_admin-token-for-tests-0123456789"
+WEBHOOK_SECRET = "webhook-secret-for-tests"
+SECRET_KEY = Fernet.generate_key().decode()
+_databases = itertools.cycle(range(1, 16))
+
+
+@dataclass(frozen=True)
+class JobRef:
+    job_id: str
+    queue: str
+    merged: bool = False
+
+
+@dataclass
+class RecordingDispatcher:
+    """Records every request; `results[(app, cluster)]` is what `wait` hands back."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    waited: list[tuple[JobRef, float]] = field(default_factory=list)
+
+    def request_sync(
+        self,
+        app: str,
+        cluster: str,
+        *,
+        trigger: str,
+        revision: str | None = None,
+        dry_run: bool = False,
+        carrier: dict[str, str] | None = None,
+    ) -> JobRef:
+        call = dict(app=app, cluster=cluster, trigger=trigger, revision=revision, dry_run=dry_run)
+        self.calls.append({**call, "carrier": dict(carrier or {})})
+        return JobRef(f"job-{len(self.calls)}", f"gitfleet:shard:{cluster}")
+
+    def wait(self, job: JobRef, timeout: float) -> dict[str, Any] | None:
+        self.waited.append((job, timeout))
+        call = self.calls[int(job.job_id.removeprefix("job-")) - 1]
+        return self.results.get((call["app"], call["cluster"]))
+
+
+@dataclass
+class Api:
+    client: TestClient
+    dispatcher: RecordingDispatcher
+    store: Store
+
+    def as_(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{next(_databases)}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+def settings_for(url: str, **overrides: Any) -> Settings:
+    values = dict(
+        redis_url=url,
+        admin_token=ADMIN_TOKEN,
+        secret_key=SECRET_KEY,
+        webhook_secret=WEBHOOK_SECRET,
+        diff_timeout_s=5.0,
+    )
+    return Settings.model_validate({**values, **overrides})
+
+
+@pytest.fixture
+def api(redis_url: str) -> Iterator[Api]:
+    app = create_app(settings_for(redis_url))
+    dispatcher = RecordingDispatcher()
+    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
+        yield Api(client, dispatcher, app.state.store)
+
+
+@pytest.fixture(scope="session")
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Every span this process finishes, kept in memory (the SDK is installed once)."""
+    exporter = InMemorySpanExporter()
+    setup_tracing("gitfleet-tests").add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.clear()
+
+
+@pytest.fixture
+def store(redis_url: str) -> Store:
+    connection = redis.Redis.from_url(redis_url)
+    return Store(connection, SecretBox.from_setting(SECRET_KEY))
+
+
+def fake_kubeconfig(token: str, server: str = "https://127.0.0.1:6443") -> str:
+    return f"""
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {server}
+    insecure-skip-tls-verify: true
+users:
+- name: u
+  user:
+    token: {token}
+contexts:
+- name: c
+  context: {{cluster: c, user: u}}
+current-context: c
+"""
+
+
+def add_cluster(api: Api, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    body = {"name": name, "kubeconfig": fake_kubeconfig(f"tok-{name}"), "labels": labels or {}}
+    response = api.client.post("/api/v1/clusters", json=body)
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def app_body(name: str, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "source": {"repo": "https://git.example.com/team/shop.git", "path": "deploy"},
+        "destination": {"cluster": "east", "namespace": "shop"},
+    }
+    return {**body, **overrides}
+
+
+def add_app(api: Api, name: str, **overrides: Any) -> dict[str, Any]:
+    response = api.client.post("/api/v1/apps", json=app_body(name, **overrides))
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result

@@ -1,0 +1,144 @@
+"""GitHub push webhooks: verified by HMAC; they trigger only the apps on the pushed branch."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import optional_dispatcher
+from tests.api.conftest import (
+    WEBHOOK_SECRET,
+    Api,
+    RecordingDispatcher,
+    add_app,
+    add_cluster,
+    settings_for,
+)
+
+REPO = "https://github.com/acme/shop"
+
+
+def push(ref: str = "refs/heads/main", clone_url: str = f"{REPO}.git") -> bytes:
+    payload = {
+        "ref": ref,
+        "after": "0123abcd",
+        "repository": {
+            "clone_url": clone_url,
+            "ssh_url": "git@github.com:acme/shop.git",
+            "html_url": REPO,
+            "default_branch": "main",
+        },
+    }
+    return json.dumps(payload).encode()
+
+
+def signed(body: bytes, secret: str = WEBHOOK_SECRET) -> dict[str, str]:
+    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Event": "push"}
+
+
+def deliver(api: Api, body: bytes, headers: dict[str, str]) -> Any:
+    return TestClient(api.client.app).post("/api/v1/webhooks/git", content=body, headers=headers)
+
+
+def apps_on_one_repo(api: Api) -> None:
+    add_cluster(api, "east")
+    automated = {"automated": True}
+    add_app(
+        api,
+        "on-main",
+        source={"repo": "git@github.com:acme/shop.git", "revision": "main"},
+        syncPolicy=automated,
+    )
+    add_app(
+        api, "on-head", source={"repo": f"{REPO}.git", "revision": "HEAD"}, syncPolicy=automated
+    )
+    add_app(api, "on-dev", source={"repo": REPO, "revision": "dev"}, syncPolicy=automated)
+    add_app(
+        api, "other-repo", source={"repo": "https://github.com/acme/cart.git"}, syncPolicy=automated
+    )
+    add_app(api, "manual", source={"repo": REPO, "revision": "main"})
+
+
+def test_a_push_with_a_wrong_or_missing_signature_is_rejected_and_triggers_nothing(
+    api: Api,
+) -> None:
+    apps_on_one_repo(api)
+    body = push()
+
+    wrong = deliver(api, body, signed(body, secret="not-the-secret"))
+    missing = deliver(api, body, {"X-GitHub-Event": "push"})
+    tampered = deliver(api, body.replace(b"main", b"dev"), signed(body))
+
+    assert [r.status_code for r in (wrong, missing, tampered)] == [401, 401, 401]
+    assert "X-Hub-Signature-256" in wrong.json()["detail"]
+    assert api.dispatcher.calls == []
+
+
+def test_a_signed_push_triggers_only_the_automated_apps_on_that_repo_and_branch(api: Api) -> None:
+    apps_on_one_repo(api)
+    body = push()
+
+    response = deliver(api, body, signed(body))
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert sorted(answer["triggered"]) == ["on-head", "on-main"]
+    assert answer["skipped"] == [
+        {"app": "manual", "reason": "automated sync is off; sync it by hand"}
+    ]
+    assert sorted((c["app"], c["trigger"]) for c in api.dispatcher.calls) == [
+        ("on-head", "webhook"),
+        ("on-main", "webhook"),
+    ]
+
+
+def test_a_push_to_another_branch_triggers_only_the_apps_tracking_it(api: Api) -> None:
+    apps_on_one_repo(api)
+    body = push(ref="refs/heads/dev", clone_url="https://user:pw@GitHub.com/acme/shop/")
+
+    answer = deliver(api, body, signed(body)).json()
+
+    assert answer["triggered"] == ["on-dev"]
+
+
+def test_a_push_in_a_deny_window_is_skipped_with_the_reason(api: Api) -> None:
+    add_cluster(api, "east")
+    deny = {"kind": "deny", "schedule": "* * * * *", "duration": "1h", "manualSync": True}
+    add_app(
+        api, "frozen", source={"repo": REPO}, syncPolicy={"automated": True, "syncWindows": [deny]}
+    )
+    body = push()
+
+    answer = deliver(api, body, signed(body)).json()
+
+    assert answer["triggered"] == []
+    assert answer["skipped"][0]["app"] == "frozen"
+    assert "sync blocked" in answer["skipped"][0]["reason"]
+
+
+def test_a_signed_payload_without_a_ref_is_refused_naming_the_field(api: Api) -> None:
+    body = json.dumps({"repository": {"clone_url": REPO}}).encode()
+
+    response = deliver(api, body, signed(body))
+
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("ref:")
+
+
+def test_webhooks_are_refused_when_no_secret_is_configured(redis_url: str) -> None:
+    app = create_app(settings_for(redis_url, webhook_secret=None))
+    dispatcher = RecordingDispatcher()
+    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    body = push()
+    with TestClient(app) as client:
+        response = client.post("/api/v1/webhooks/git", content=body, headers=signed(body))
+
+    assert response.status_code == 503
+    assert "GITFLEET_WEBHOOK_SECRET" in response.json()["detail"]
+    assert dispatcher.calls == []

@@ -1,0 +1,49 @@
+"""The worker command line, shared by `gitfleet worker` and `python -m worker`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from cli.telemetry import flush, setup_tracing
+from worker.process import WorkerProcess
+from worker.settings import WorkerSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", help="shard member name (default: <hostname>-<pid>)")
+    parser.add_argument("--prefix", help="Redis key prefix (default GITFLEET_PREFIX or gitfleet)")
+    parser.add_argument("--ttl", type=float, help="membership TTL in seconds (default 15)")
+    parser.add_argument("--lease-ttl", type=float, help="per-instance lease TTL (default 30)")
+    parser.add_argument("--debounce", type=float, help="self-heal debounce seconds (default 1)")
+    parser.add_argument(
+        "--no-self-heal", dest="self_heal", action="store_false", default=None, help="no watches"
+    )
+    parser.add_argument("--log-level", default="INFO")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    settings = WorkerSettings.from_env(
+        name=args.name,
+        prefix=args.prefix,
+        ttl=args.ttl,
+        lease_ttl=args.lease_ttl,
+        debounce=args.debounce,
+        self_heal=args.self_heal,
+    )
+    setup_tracing("gitfleet-worker")
+    try:
+        WorkerProcess(settings).run(logging_level=args.log_level)
+    finally:
+        flush()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gitfleet worker", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

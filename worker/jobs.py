@@ -1,0 +1,281 @@
+"""The job functions a worker runs: one sync of one instance, and a read-only preview (diff).
+
+`sync_job` is the whole life of one pending sync (`fleet.pending`), in order:
+
+1. claim it: a stale job (superseded, or moved to another worker) does nothing;
+2. join the trace of the request that caused it: the W3C context travels in the pending sync,
+   so the engine's `gitfleet.sync` span is a child of the API's (or scheduler's) span;
+3. hold the instance's lease for everything that follows, so one instance never syncs twice at
+   once, also while the shard map changes; a busy lease defers the sync by a second;
+4. load app, project and cluster; a sync window that blocks this trigger records a skip with
+   the window's reason; a dependency not Healthy on every cluster defers with backoff;
+5. run the engine, write status and history; a failed sync is retried with exponential
+   backoff (`fleet.backoff.delay`) up to the app's retry limit, keeping its trigger;
+6. finish the pending sync, which enqueues exactly one follow-up if triggers came meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import context, propagate
+from rq import get_current_job
+
+from fleet import backoff, sync, telemetry
+from fleet.appsync import request_for
+from fleet.errors import FleetError
+from fleet.instances import instance_key, split_instance
+from fleet.leases import LeaseBusy, LeaseLost
+from fleet.model import Health, SyncStatus
+from fleet.pending import Intent, Pending
+from fleet.records import AppRecord, ProjectRecord
+from fleet.storekeys import NotFound
+from fleet.syncmodel import SyncResult
+from fleet.windows import evaluate
+from worker import status, teardown
+from worker.journal import Entry
+from worker.runtime import Runtime, current
+
+log = logging.getLogger("gitfleet.worker")
+
+AUTOMATED_TRIGGERS = frozenset({"webhook", "interval", "self-heal"})
+LEASE_BUSY_DELAY = 1.0
+DEPENDENCY_BASE, DEPENDENCY_MAX = 2.0, 30.0
+
+Outcome = dict[str, Any]
+
+
+def sync_job(instance: str) -> Outcome:
+    """Run the pending sync of `instance` (rq job function)."""
+    runtime, job_id = current(), _job_id()
+    claim = runtime.dispatcher.claim(instance, job_id, worker=runtime.name)
+    if claim is None:
+        return {"instance": instance, "result": "superseded"}
+    token = context.attach(propagate.extract(claim.intent.carrier))
+    try:
+        return _leased(runtime, instance, job_id, claim)
+    finally:
+        context.detach(token)
+        runtime.dispatcher.finish(instance, job_id, fallback_queue=claim.queue)
+
+
+def preview_job(instance: str, intent_json: str) -> Outcome:
+    """What a sync of `instance` would change, without writing anything (rq job function)."""
+    runtime, intent = current(), Intent.from_json(intent_json)
+    app_name, cluster = split_instance(instance)
+    token = context.attach(propagate.extract(intent.carrier))
+    try:
+        app, project = _load(runtime, app_name, cluster)
+        request = request_for(
+            app,
+            project,
+            cluster,
+            trigger=intent.trigger,
+            revision=intent.revision or None,
+            dry_run=True,
+            credentials=runtime.store.git_credentials(app.name),
+        )
+        result = sync.run(request, kube=runtime.kube_for(cluster), caches=runtime.caches)
+        return {**result.to_json(), "cluster": cluster}
+    except FleetError as e:
+        return {"app": app_name, "cluster": cluster, "error": str(e), "resources": []}
+    finally:
+        context.detach(token)
+
+
+def _job_id() -> str:
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("sync_job runs inside an rq job")
+    return str(job.id)
+
+
+def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Outcome:
+    try:
+        with runtime.leases.held(instance, runtime.holder, ttl=runtime.settings.lease_ttl):
+            return _journaled(runtime, instance, job_id, claim)
+    except LeaseBusy:
+        runtime.dispatcher.defer(instance, claim.intent, delay=LEASE_BUSY_DELAY)
+        return {"instance": instance, "result": "deferred", "message": "lease busy"}
+    except LeaseLost as e:
+        log.error("instance=%s lease lost during the sync: %s", instance, e)
+        return {"instance": instance, "result": "failed", "error": str(e)}
+
+
+def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Outcome:
+    start = time.time()
+    outcome = attempt(runtime, instance, claim.intent, requests=claim.requests)
+    entry = Entry(
+        instance=instance,
+        job_id=job_id,
+        worker=runtime.name,
+        start=start,
+        end=time.time(),
+        trigger=claim.intent.trigger,
+        outcome=str(outcome.get("result", "")),
+        requests=claim.requests,
+    )
+    runtime.journal.record(entry)
+    return outcome
+
+
+def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> Outcome:
+    """Steps 4 and 5 for one instance, with its lease held by the caller."""
+    app_name, cluster = split_instance(instance)
+    try:
+        app, project = _load(runtime, app_name, cluster)
+    except NotFound as e:
+        return {"instance": instance, "result": "skipped", "message": str(e)}
+    if intent.trigger == "delete" or app.deleting:
+        return teardown.delete_instance(runtime, app, cluster, intent=intent)
+    reason = blocked_reason(app, intent.trigger)
+    if reason:
+        return _skip(runtime, app, cluster, intent, reason)
+    waiting = waiting_for(runtime, app)
+    if waiting:
+        return _wait(runtime, instance, intent, waiting)
+    return _sync(runtime, app, project, cluster, intent, requests)
+
+
+def _load(runtime: Runtime, app_name: str, cluster: str) -> tuple[AppRecord, ProjectRecord]:
+    app = runtime.store.get_app(app_name)
+    if cluster not in runtime.store.instances(app):
+        raise NotFound(f"app {app_name} no longer deploys to cluster {cluster}")
+    return app, runtime.store.get_project(app.project)
+
+
+def blocked_reason(app: AppRecord, trigger: str) -> str:
+    """Why the app's sync windows block `trigger` now; empty when they allow it."""
+    verdict = evaluate(app.sync_policy.sync_windows, app.name, datetime.now(UTC))
+    allowed = verdict.automated_allowed if trigger in AUTOMATED_TRIGGERS else verdict.manual_allowed
+    return "" if allowed else verdict.reason
+
+
+def waiting_for(runtime: Runtime, app: AppRecord) -> str:
+    """What blocks `app` on its dependencies: every instance of each must be Healthy."""
+    for name in app.depends_on:
+        try:
+            dependency = runtime.store.get_app(name)
+        except NotFound:
+            return f"waiting for app {name}: it is not registered"
+        clusters = runtime.store.instances(dependency)
+        if not clusters:
+            return f"waiting for app {name}: it targets no registered cluster"
+        for cluster in clusters:
+            health = (runtime.store.get_status(name, cluster) or {}).get("health") or "Unknown"
+            if health != str(Health.HEALTHY):
+                return f"waiting for app {name}: {name}@{cluster} is {health}"
+    return ""
+
+
+def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> Outcome:
+    attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
+    with telemetry.stage("sync", **attrs, outcome="skipped") as span:
+        trace_id = telemetry.trace_id_of(span)
+    log.info("app=%s cluster=%s trace_id=%s sync skipped: %s", app.name, cluster, trace_id, reason)
+    return status.write_skipped(
+        runtime.store,
+        app.name,
+        cluster,
+        trigger=intent.trigger,
+        reason=reason,
+        trace_id=trace_id,
+        worker=runtime.name,
+    )
+
+
+def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> Outcome:
+    app, cluster = split_instance(instance)
+    status.note(runtime.store, app, cluster, waiting)
+    step = min(intent.attempt, 16)
+    delay = backoff.delay(step, base=DEPENDENCY_BASE, max_delay=DEPENDENCY_MAX, jitter=0.2)
+    runtime.dispatcher.defer(instance, dataclasses.replace(intent, attempt=step + 1), delay=delay)
+    return {"instance": instance, "result": "waiting", "message": waiting, "retry_in_s": delay}
+
+
+def _sync(
+    runtime: Runtime,
+    app: AppRecord,
+    project: ProjectRecord,
+    cluster: str,
+    intent: Intent,
+    requests: int,
+) -> Outcome:
+    result = _run_engine(runtime, app, project, cluster, intent)
+    record = status.sync_record(
+        result,
+        cluster=cluster,
+        trigger=intent.trigger,
+        attempt=intent.attempt,
+        requests=requests,
+        worker=runtime.name,
+    )
+    status.write_sync(runtime.store, record)
+    if result.error:
+        record["retry_in_s"] = _retry(runtime, app, cluster, intent)
+    outcome = record["result"] + (f": {result.error}" if result.error else "")
+    log.info(
+        "app=%s cluster=%s revision=%s trace_id=%s sync %s",
+        *(app.name, cluster, result.revision, result.trace_id, outcome),
+    )
+    return record
+
+
+def _run_engine(
+    runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
+) -> SyncResult:
+    started = datetime.now(UTC)
+    try:
+        request = request_for(
+            app,
+            project,
+            cluster,
+            trigger=intent.trigger,
+            revision=intent.revision or None,
+            credentials=runtime.store.git_credentials(app.name),
+        )
+        kube = runtime.kube_for(cluster)
+    except FleetError as e:
+        return _failed_before_engine(app, cluster, intent, e, started)
+    return sync.run(request, kube=kube, caches=runtime.caches)
+
+
+def _failed_before_engine(
+    app: AppRecord, cluster: str, intent: Intent, error: FleetError, started: datetime
+) -> SyncResult:
+    """A result for a sync that could not start (credentials, cluster settings), in a span."""
+    with telemetry.stage("sync", app=app.name, cluster=cluster, trigger=intent.trigger) as span:
+        telemetry.mark_failed(span, str(error))
+        trace_id = telemetry.trace_id_of(span)
+    return SyncResult(
+        app=app.name,
+        revision="",
+        sync_status=SyncStatus.UNKNOWN,
+        health=Health.UNKNOWN,
+        started=started,
+        finished=datetime.now(UTC),
+        trace_id=trace_id,
+        error=str(error),
+        error_stage=error.stage,
+    )
+
+
+def _retry(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent) -> float | None:
+    """Defer the next attempt with exponential backoff; None once the retry limit is reached."""
+    policy = app.sync_policy.retry
+    if intent.attempt >= policy.limit:
+        return None
+    wait = backoff.delay(
+        intent.attempt,
+        base=policy.backoff_s,
+        factor=policy.factor,
+        max_delay=policy.max_backoff_s,
+        jitter=0.1,
+    )
+    again = dataclasses.replace(intent, attempt=intent.attempt + 1)
+    runtime.dispatcher.defer(instance_key(app.name, cluster), again, delay=wait)
+    return wait

@@ -1,0 +1,181 @@
+"""The worker process: an rq SimpleWorker on its own shard queue, with membership and self-heal.
+
+Why a `SimpleWorker` and not rq's forking `Worker`: a forked child starts cold every job (new
+TLS connections to each cluster, empty discovery cache, git packs reopened, spans buffered in
+the child lost at `os._exit`), and warm caches are the point of a long-lived worker. rq's job
+timeout still applies: in the main thread by SIGALRM (`UnixSignalDeathPenalty`), and in a
+thread (tests run workers in-process) by a timer that raises in the job's thread.
+
+Beside the rq loop, one housekeeping thread keeps the worker a member of the fleet:
+- heartbeats `fleet.membership` every ttl/3, and registers again if it was declared dead (its
+  instances may have moved meanwhile; their leases keep that safe);
+- pumps deferred syncs (retries, dependency waits) that are due, from any worker;
+- refreshes the self-heal watches and requests the debounced self-heal syncs.
+
+A clean stop (SIGTERM, or `stop()` in-process) finishes the current job, then deregisters so
+the instances move at once instead of after the TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from redis import Redis
+from rq.exceptions import StopRequested
+from rq.job import Job
+from rq.queue import Queue
+from rq.timeouts import TimerDeathPenalty, UnixSignalDeathPenalty
+from rq.worker import SimpleWorker, WorkerStatus
+
+from fleet import membership
+from worker.runtime import Runtime, active
+from worker.selfheal import SelfHeal
+from worker.settings import WorkerSettings
+
+log = logging.getLogger("gitfleet.worker")
+
+TICK = 0.25
+PUMP_EVERY = 0.5
+REFRESH_EVERY = 2.0
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+class FleetWorker(SimpleWorker):
+    """Runs each job in this process with the worker's runtime active for it."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._halt = threading.Event()
+        super().__init__(
+            [runtime.dispatcher.queue_name(runtime.name)],
+            name=f"{runtime.name}.{uuid.uuid4().hex[:8]}",
+            connection=runtime.redis,
+            worker_ttl=60,
+        )
+
+    @property
+    def dequeue_timeout(self) -> int:
+        """Block on the queue for 2 s at a time, so an in-process stop is noticed quickly."""
+        return 2
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        with active(self.runtime):
+            super().execute_job(job, queue)
+
+    def heartbeat(self, *args: Any, **kwargs: Any) -> None:
+        if self._halt.is_set() and self.get_state() == WorkerStatus.IDLE:
+            raise StopRequested()
+        super().heartbeat(*args, **kwargs)
+
+    def _install_signal_handlers(self) -> None:
+        if _in_main_thread():
+            super()._install_signal_handlers()  # type: ignore[no-untyped-call]
+
+    def halt(self) -> None:
+        """Stop after the current job (for workers run in a thread)."""
+        self._halt.set()
+
+
+class Housekeeper:
+    """The thread that heartbeats, pumps deferred syncs and drives self-heal."""
+
+    def __init__(self, runtime: Runtime, selfheal: SelfHeal | None) -> None:
+        self.runtime = runtime
+        self.selfheal = selfheal
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="housekeeper", daemon=True)
+        self._due = {"beat": 0.0, "pump": 0.0, "refresh": 0.0}
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(TICK):
+            try:
+                self.tick(time.time())
+            except Exception:
+                log.exception("worker=%s housekeeping failed", self.runtime.name)
+
+    def tick(self, now: float) -> None:
+        s = self.runtime.settings
+        if self._is_due("beat", now, s.ttl / 3):
+            beat(self.runtime)
+        if self._is_due("pump", now, PUMP_EVERY):
+            self.runtime.dispatcher.pump(now)
+        if self.selfheal is not None:
+            if self._is_due("refresh", now, REFRESH_EVERY):
+                self.selfheal.refresh()
+            self.selfheal.flush(now)
+
+    def _is_due(self, what: str, now: float, every: float) -> bool:
+        if now < self._due[what]:
+            return False
+        self._due[what] = now + every
+        return True
+
+
+def register(runtime: Runtime) -> None:
+    meta = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "queue": runtime.dispatcher.queue_name(runtime.name),
+    }
+    membership.register(
+        runtime.redis,
+        runtime.name,
+        ttl=runtime.settings.ttl,
+        meta=meta,
+        prefix=runtime.settings.prefix,
+    )
+
+
+def beat(runtime: Runtime) -> None:
+    s = runtime.settings
+    if not membership.heartbeat(runtime.redis, runtime.name, ttl=s.ttl, prefix=s.prefix):
+        log.warning("worker=%s was declared dead; registering again", runtime.name)
+        register(runtime)
+
+
+class WorkerProcess:
+    """One shard member: `run()` blocks until stopped (SIGTERM/SIGINT, or `stop()`)."""
+
+    def __init__(self, settings: WorkerSettings, *, redis: Redis | None = None) -> None:
+        self.settings = settings
+        self.redis = redis or Redis.from_url(settings.redis_url)
+        self.runtime = Runtime(settings, self.redis)
+        self.selfheal = SelfHeal(self.runtime) if settings.self_heal else None
+        self.rq = FleetWorker(self.runtime)
+        self.keeper = Housekeeper(self.runtime, self.selfheal)
+        self.started = threading.Event()
+
+    def run(self, *, logging_level: str = "INFO") -> None:
+        main = _in_main_thread()
+        self.rq.death_penalty_class = UnixSignalDeathPenalty if main else TimerDeathPenalty
+        register(self.runtime)
+        self.keeper.start()
+        self.started.set()
+        log.info("worker=%s listening on %s", self.settings.name, self.rq.queue_names())
+        try:
+            self.rq.work(logging_level=logging_level)
+        finally:
+            self.keeper.stop()
+            if self.selfheal is not None:
+                self.selfheal.stop()
+            membership.deregister(self.redis, self.settings.name, prefix=self.settings.prefix)
+            self.runtime.close()
+
+    def stop(self) -> None:
+        self.rq.halt()

@@ -1,0 +1,95 @@
+"""The warm state a worker keeps between jobs, and how a job function finds it.
+
+A worker runs many syncs in one long-lived process (rq `SimpleWorker`, no fork per job), so
+what is expensive to build is built once and reused: the git object cache and render cache
+(`SyncCaches`, under a folder of this worker's own), one `KubeClient` per cluster with its
+connection pool and discovery cache, the store, the dispatcher and the lease helper.
+
+A cluster's client is rebuilt when its credentials change: each job reads the cluster's
+decrypted settings from the store (one GET and a decrypt, cheap next to a sync) and compares
+them with those the cached client was built from.
+
+rq calls job functions with their arguments only, so the worker makes its runtime current for
+the thread that executes the job (`active`), and the job asks for it with `current()`. Tests
+that run two workers as threads in one process therefore never see each other's state.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from redis import Redis
+
+from fleet.caches import SyncCaches
+from fleet.dispatch import Dispatcher
+from fleet.kube import KubeClient
+from fleet.leases import Lease
+from fleet.secrets import SecretBox
+from fleet.store import Store
+from worker.journal import Journal
+from worker.settings import WorkerSettings
+
+
+class Runtime:
+    def __init__(self, settings: WorkerSettings, redis: Redis) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.redis = redis
+        box = SecretBox.open(settings.secret_key, redis, prefix=settings.prefix)
+        self.store = Store(redis, box, prefix=settings.prefix)
+        self.dispatcher = Dispatcher(redis, prefix=settings.prefix)
+        self.caches = SyncCaches.at(settings.cache_dir)
+        self.journal = Journal(redis, prefix=settings.prefix)
+        self.holder = f"{self.name}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self._clients: dict[str, KubeClient] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def leases(self) -> Lease:
+        return self.dispatcher.leases
+
+    def kube_for(self, cluster: str) -> KubeClient:
+        """The warm client of `cluster`, rebuilt when its stored credentials changed."""
+        config = self.store.cluster_config(cluster)
+        with self._lock:
+            client = self._clients.get(cluster)
+            if client is not None and client.config == config:
+                return client
+            if client is not None:
+                client.close()
+            client = KubeClient(config)
+            self._clients[cluster] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def active(runtime: Runtime) -> Iterator[Runtime]:
+    """Make `runtime` the current one for this thread while the block runs."""
+    previous = getattr(_local, "runtime", None)
+    _local.runtime = runtime
+    try:
+        yield runtime
+    finally:
+        _local.runtime = previous
+
+
+def current() -> Runtime:
+    runtime: Runtime | None = getattr(_local, "runtime", None)
+    if runtime is None:
+        raise RuntimeError(
+            "no worker runtime is active: job functions run inside a gitfleet worker"
+        )
+    return runtime

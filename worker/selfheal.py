@@ -1,0 +1,230 @@
+"""Self-heal on the worker: watch what this worker's self-heal apps manage, and sync on drift.
+
+Every couple of seconds `refresh` works out which instances this worker owns (the shard map)
+whose app has `self_heal`, and which kinds their last sync reported; it then runs one watch per
+(cluster, kind) on objects labelled `gitfleet.io/app` (`fleet.watch`), shared by every app on
+that cluster, and stops the watches nobody needs any more (or whose credentials changed).
+
+An event becomes a self-heal sync of the owning instance when `worker.drift` calls it drift and
+the live object does not carry `gitfleet.io/self-heal: "false"` (the debugging bypass). The
+sync is debounced: it waits until the object has been quiet for the delay, which doubles each
+time the same object drifts again within the window, and after `fight_limit` heals the worker
+stops healing that object and says so in the instance's status (another controller is fighting
+over the field). The sync itself goes through the dispatcher, so it merges with any pending
+sync and still honours the sync windows (self-heal is an automated trigger).
+
+Each self-heal starts its own trace (`gitfleet.self-heal`, naming the drifted objects); the
+sync joins it through the job, as an API-triggered sync joins the API's.
+
+The watch caches are not handed to the sync engine yet: `fleet.sync.run` reads live objects
+through `KubeClient.get`, and a cache lagging by one event would make the diff skip a needed
+apply. Reusing them needs a cache-aware client that falls back to GET on a miss.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from opentelemetry import propagate
+
+from fleet import telemetry
+from fleet.errors import FleetError
+from fleet.instances import instance_key, split_instance
+from fleet.model import ObjectRef
+from fleet.records import AppRecord
+from fleet.sharding import NoWorkers
+from fleet.tracking import APP_LABEL, is_self_heal_disabled
+from fleet.watch import Event, Watch
+from worker import status
+from worker.drift import Fights, is_drift
+from worker.runtime import Runtime
+
+log = logging.getLogger("gitfleet.selfheal")
+
+WatchKey = tuple[str, str, str]  # cluster, apiVersion, kind
+
+
+@dataclass
+class _Running:
+    watch: Watch
+    thread: threading.Thread
+
+
+@dataclass
+class _Due:
+    at: float
+    objects: set[str] = field(default_factory=set)
+
+
+class SelfHeal:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        s = runtime.settings
+        self.fights = Fights(base=s.debounce, limit=s.fight_limit, window=s.fight_window)
+        self._watches: dict[WatchKey, _Running] = {}
+        self._declared: dict[str, set[ObjectRef]] = {}
+        self._due: dict[str, _Due] = {}
+        self._gave_up: set[str] = set()
+        self._lock = threading.Lock()
+        self.seen: Counter[str] = Counter()  # events by verdict: drift, paused, ignored
+
+    # -- what to watch ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Start and stop watches to match the self-heal instances this worker owns."""
+        declared = self._owned_declarations()
+        wanted = {
+            (split_instance(i)[1], r.api_version, r.kind)
+            for i, refs in declared.items()
+            for r in refs
+        }
+        with self._lock:
+            self._declared = declared
+        for key in set(self._watches) - wanted:
+            self._stop_watch(key)
+        for key in wanted:
+            self._ensure_watch(key)
+
+    def _owned_declarations(self) -> dict[str, set[ObjectRef]]:
+        """instance -> the objects its last sync declared, for owned self-heal instances."""
+        try:
+            shard = self.runtime.dispatcher.owners.current()
+        except NoWorkers:
+            return {}
+        apps = {a.name: a for a in self.runtime.store.list_apps()}
+        found = {}
+        for instance, worker in shard.items():
+            app, cluster = split_instance(instance)
+            record = apps.get(app)
+            if worker == self.runtime.name and record and _heals(record):
+                found[instance] = self._declared_objects(app, cluster)
+        return found
+
+    def _declared_objects(self, app: str, cluster: str) -> set[ObjectRef]:
+        resources = (self.runtime.store.get_status(app, cluster) or {}).get("resources") or []
+        return {
+            ObjectRef(r["group"], r["version"], r["kind"], r["namespace"], r["name"])
+            for r in resources
+            if r.get("action") not in ("pruned", "failed") and r.get("kind")
+        }
+
+    def _ensure_watch(self, key: WatchKey) -> None:
+        cluster, api_version, kind = key
+        try:
+            kube = self.runtime.kube_for(cluster)
+            resource = kube.resource_for(api_version, kind)
+        except FleetError as e:
+            log.warning("cluster=%s cannot watch %s: %s", cluster, kind, e)
+            return
+        running = self._watches.get(key)
+        if running is not None and running.watch.config == kube.config:
+            return
+        if running is not None:
+            self._stop_watch(key)
+        watch = Watch(kube.config, resource, label_selector=APP_LABEL)
+        thread = threading.Thread(
+            target=watch.run,
+            args=(lambda event: self.on_event(cluster, event),),
+            name=f"watch-{cluster}-{kind}",
+            daemon=True,
+        )
+        self._watches[key] = _Running(watch, thread)
+        thread.start()
+
+    def _stop_watch(self, key: WatchKey) -> None:
+        running = self._watches.pop(key, None)
+        if running is not None:
+            running.watch.stop()
+            running.thread.join(timeout=5)
+
+    def stop(self) -> None:
+        for key in list(self._watches):
+            self._stop_watch(key)
+
+    def watch_cache(self, cluster: str, api_version: str, kind: str) -> Watch | None:
+        running = self._watches.get((cluster, api_version, kind))
+        return running.watch if running else None
+
+    # -- events -------------------------------------------------------------------------------
+
+    def on_event(self, cluster: str, event: Event, now: float | None = None) -> None:
+        app = ((event.obj.get("metadata") or {}).get("labels") or {}).get(APP_LABEL)
+        if not app:
+            return
+        instance, ref = instance_key(str(app), cluster), ObjectRef.of(event.obj)
+        with self._lock:
+            declared = self._declared.get(instance)
+            if declared is None:
+                return
+            verdict = _verdict(event, declared=ref in declared)
+            self.seen[verdict] += 1
+            if verdict == "drift":
+                self._note_drift(instance, ref, time.time() if now is None else now)
+
+    def _note_drift(self, instance: str, ref: ObjectRef, now: float) -> None:
+        key = f"{instance}/{ref}"
+        delay = self.fights.note(key, now)
+        if delay is None:
+            self._give_up(instance, ref, key)
+            return
+        due = self._due.setdefault(instance, _Due(now + delay))
+        due.at = max(due.at, now + delay)
+        due.objects.add(str(ref))
+
+    def _give_up(self, instance: str, ref: ObjectRef, key: str) -> None:
+        if key in self._gave_up:
+            return
+        self._gave_up.add(key)
+        s = self.runtime.settings
+        message = (
+            f"self-heal stopped for {ref}: it drifted {self.fights.count(key)} times within "
+            f"{s.fight_window:g}s, so another controller is likely fighting gitfleet over its "
+            'fields; fix the other writer or set gitfleet.io/self-heal: "false" on the object'
+        )
+        log.warning("instance=%s %s", instance, message)
+        app, cluster = split_instance(instance)
+        status.note(self.runtime.store, app, cluster, message)
+
+    # -- triggering ---------------------------------------------------------------------------
+
+    def flush(self, now: float) -> list[str]:
+        """Request a self-heal sync for every instance whose debounce delay has passed."""
+        with self._lock:
+            ready = {i: d for i, d in self._due.items() if d.at <= now}
+            for instance in ready:
+                del self._due[instance]
+            self.fights.forget(now)
+            self._gave_up = {k for k in self._gave_up if self.fights.count(k)}
+        for instance, due in ready.items():
+            self._trigger(instance, sorted(due.objects))
+        return sorted(ready)
+
+    def _trigger(self, instance: str, objects: list[str]) -> None:
+        app, cluster = split_instance(instance)
+        attrs = {"app": app, "cluster": cluster, "objects": ", ".join(objects)}
+        with telemetry.stage("self-heal", **attrs):
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            try:
+                self.runtime.dispatcher.request_sync(
+                    app, cluster, trigger="self-heal", carrier=carrier
+                )
+            except FleetError as e:
+                log.warning("instance=%s self-heal not requested: %s", instance, e)
+        log.info("instance=%s self-heal requested for drift of %s", instance, ", ".join(objects))
+
+
+def _heals(app: AppRecord) -> bool:
+    return app.sync_policy.self_heal and not app.deleting
+
+
+def _verdict(event: Event, *, declared: bool) -> str:
+    if is_self_heal_disabled(event.obj):
+        return "paused"
+    if is_drift(event.type, event.obj, event.old, declared=declared):
+        return "drift"
+    return "ignored"

@@ -1,0 +1,63 @@
+"""A worker's settings, from the command line and the environment.
+
+Everything a worker needs to join the fleet: where Redis is (GITFLEET_REDIS_URL), the key that
+decrypts cluster and git credentials (GITFLEET_SECRET_KEY, the same on every process), the key
+prefix (GITFLEET_PREFIX, so several fleets or tests can share one Redis), and where its warm
+caches live (GITFLEET_CACHE_DIR, one folder per worker name so two workers on one machine never
+share a git cache lock). The timings are settings because tests shrink them: a membership TTL
+of seconds makes a killed worker drop out quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet.caches import default_cache_dir
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """name: the shard member's name (its queue is `<prefix>-shard-<name>`).
+    ttl: membership TTL in seconds; the heartbeat runs every ttl/3.
+    lease_ttl: the per-instance lease TTL; a dead worker's running sync moves after it.
+    debounce: seconds a self-heal trigger waits for the object to stop changing.
+    fight_limit: self-heal attempts on one object within `fight_window` before giving up."""
+
+    name: str = field(default_factory=default_name)
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    secret_key: str | None = field(default=None, repr=False)
+    prefix: str = "gitfleet"
+    cache_root: Path = field(default_factory=default_cache_dir)
+    ttl: float = 15.0
+    lease_ttl: float = 30.0
+    debounce: float = 1.0
+    fight_limit: int = 5
+    fight_window: float = 300.0
+    self_heal: bool = True
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache_root / "workers" / self.name
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> WorkerSettings:
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        if env.get("GITFLEET_REDIS_URL"):
+            values["redis_url"] = env["GITFLEET_REDIS_URL"]
+        if env.get("GITFLEET_SECRET_KEY"):
+            values["secret_key"] = env["GITFLEET_SECRET_KEY"]
+        if env.get("GITFLEET_PREFIX"):
+            values["prefix"] = env["GITFLEET_PREFIX"]
+        if env.get("GITFLEET_CACHE_DIR"):
+            values["cache_root"] = Path(env["GITFLEET_CACHE_DIR"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
