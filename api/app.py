@@ -85,4 +85,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     for module in (clusters, projects, apps, appops, tokens, webhooks):
         app.include_router(module.router, prefix=API_PREFIX)
+    # Git hosts are configured with a bare URL too, as the issue and Argo CD users expect.
+    app.include_router(webhooks.router, include_in_schema=False)
     return app

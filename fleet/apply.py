@@ -41,9 +41,12 @@ class Decision:
     apply: bool
     dry_run_error: str = ""
     replace: bool = False
+    skip_reason: str = ""
 
     @property
     def action(self) -> Action:
+        if self.skip_reason:
+            return Action.SKIPPED
         if not self.apply:
             return Action.UNCHANGED
         return Action.CREATED if self.live is None else Action.CONFIGURED

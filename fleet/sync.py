@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry.trace import Span
 
 from fleet import health, order, telemetry, tracking
 from fleet.apply import Applier, Decision
@@ -27,6 +31,7 @@ from fleet.syncstate import SyncState
 from fleet.waves import WaveRunner
 
 Progress = Callable[[str], None]
+DELIBERATE_TRIGGERS = frozenset({"manual", "cli", "rollback"})
 
 
 def run(
@@ -51,6 +56,17 @@ def run(
     return state.result(started=started, finished=datetime.now(UTC))
 
 
+@contextmanager
+def _stage(state: SyncState, name: str, **attributes: Any) -> Iterator[Span]:
+    """A stage span whose duration also lands in the sync record (for the stage histograms)."""
+    started = time.monotonic()
+    try:
+        with telemetry.stage(name, **attributes) as span:
+            yield span
+    finally:
+        state.stages[name] = round(time.monotonic() - started, 4)
+
+
 def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> SyncState:
     """Stages 1-4 without writing: what a sync would change. Raises FleetError."""
     state = SyncState(request=dataclasses.replace(request, dry_run=True, prune=False))
@@ -72,19 +88,19 @@ def _stages(
     req = state.request
     deadline = time.monotonic() + req.timeout
     # 1. source: fetch and pin the revision
-    with telemetry.stage("source", repo=req.repo, revision=req.revision) as span:
+    with _stage(state, "source", repo=req.repo, revision=req.revision) as span:
         resolved = caches.source.resolve(req.repo, req.revision, credentials=req.credentials)
         state.revision = resolved.commit
         span.set_attribute("gitfleet.commit", resolved.commit)
     # 2. render: manifests from the app's path (cached by tree id)
-    with telemetry.stage("render", path=req.path) as span:
+    with _stage(state, "render", path=req.path) as span:
         rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
         state.rendered = not rendered.cached
         span.set_attributes(
             {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
         )
     # 3. order: namespaces, ownership marks, project boundaries, phases, waves, tiers
-    with telemetry.stage("order") as span:
+    with _stage(state, "order") as span:
         objects = _prepare(state, kube, list(rendered.objects))
         plan = order.plan(objects)
         span.set_attribute("gitfleet.waves", len(plan.waves))
@@ -92,7 +108,7 @@ def _stages(
     inventory = inventory_store.load(req.app)
     _guard_empty(state, objects, inventory)
     # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
-    with telemetry.stage("diff") as span:
+    with _stage(state, "diff") as span:
         decisions = _diff(state, kube, applier, plan, objects)
         state.diffed = True
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
@@ -101,15 +117,15 @@ def _stages(
         _prune(state, kube, plan, inventory, deadline=deadline, progress=None, execute=False)
         return
     # 5. apply: wave by wave, each waiting for health before the next
-    with telemetry.stage("apply") as span:
+    with _stage(state, "apply") as span:
         WaveRunner(state, kube, applier, decisions, progress=progress).run(plan, deadline=deadline)
         span.set_attribute("gitfleet.writes", applier.writes)
     # 6. prune: what this app owned before and no longer declares
-    with telemetry.stage("prune", enabled=req.prune) as span:
+    with _stage(state, "prune", enabled=req.prune) as span:
         pruned = _prune(state, kube, plan, inventory, deadline=deadline, progress=progress)
         span.set_attribute("gitfleet.pruned", len(pruned.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
-    with telemetry.stage("record"):
+    with _stage(state, "record"):
         _record(state, inventory_store, plan, inventory, pruned)
 
 
@@ -165,8 +181,20 @@ def _diff(
         for obj, ref in zip(resources, refs, strict=True)
     ]
     decisions = applier.decide_all(items, state.request.ignore)
+    if state.request.trigger not in DELIBERATE_TRIGGERS:
+        _respect_self_heal_pause(state, decisions)
     Applier.validate_all(decisions)
     return {d.ref: d for d in decisions}
+
+
+def _respect_self_heal_pause(state: SyncState, decisions: list[Decision]) -> None:
+    """Automated syncs leave alone a live object annotated `gitfleet.io/self-heal: "false"`
+    (someone is debugging it); a deliberate sync by a person still applies it."""
+    for d in decisions:
+        if d.apply and d.live is not None and tracking.is_self_heal_disabled(d.live):
+            d.apply, d.dry_run_error, d.replace = False, "", False
+            d.skip_reason = 'self-heal paused by annotation gitfleet.io/self-heal: "false"'
+            state.drift_left = True
 
 
 def _check_ownership(state: SyncState, live: dict[ObjectRef, Manifest | None]) -> None:

@@ -77,6 +77,7 @@ class SyncResult:
     error_stage: str = ""
     rendered: bool = False
     writes: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -95,5 +96,6 @@ class SyncResult:
             "error_stage": self.error_stage,
             "rendered": self.rendered,
             "writes": self.writes,
+            "stages": dict(self.stages),
             "resources": [r.to_json() for r in self.resources],
         }

@@ -25,10 +25,12 @@ class SyncState:
     writes: int = 0
     create_namespace: str = ""
     pending_prune: bool = False
+    drift_left: bool = False
     error: FleetError | None = None
     diffed: bool = False
     results: dict[ObjectRef, ResourceResult] = field(default_factory=dict)
     decisions: dict[ObjectRef, Decision] = field(default_factory=dict)
+    stages: dict[str, float] = field(default_factory=dict)
 
     def add(
         self, ref: ObjectRef, wave: int, action: Action, health_: Health, message: str = ""
@@ -38,7 +40,9 @@ class SyncState:
     def update_health(self, ref: ObjectRef, health_: Health, message: str) -> None:
         old = self.results.get(ref)
         if old is not None and old.action != Action.FAILED:
-            self.results[ref] = ResourceResult(ref, old.wave, old.action, health_, message)
+            keep = old.action == Action.SKIPPED and old.message
+            text = old.message if keep else message
+            self.results[ref] = ResourceResult(ref, old.wave, old.action, health_, text)
 
     def fail(self, error: FleetError) -> None:
         self.error = error
@@ -58,7 +62,8 @@ class SyncState:
         failed = any(r.action == Action.FAILED for r in self.results.values())
         if (self.error is not None and not isinstance(self.error, HealthTimeout)) or failed:
             return SyncStatus.OUT_OF_SYNC
-        return SyncStatus.OUT_OF_SYNC if self.pending_prune else SyncStatus.SYNCED
+        left = self.pending_prune or self.drift_left
+        return SyncStatus.OUT_OF_SYNC if left else SyncStatus.SYNCED
 
     def app_health(self) -> Health:
         statuses = [r.health for r in self.results.values() if r.action != Action.PRUNED]
@@ -86,4 +91,5 @@ class SyncState:
             error_stage=self.error.stage if self.error else "",
             rendered=self.rendered,
             writes=self.writes,
+            stages=dict(self.stages),
         )

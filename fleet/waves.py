@@ -99,7 +99,7 @@ class WaveRunner:
         for d in work:
             if d is not None and not d.apply:
                 self.live[d.ref] = d.live or {}
-                self.state.add(d.ref, waves.get(d.ref, 0), Action.UNCHANGED, _unknown(), "")
+                self.state.add(d.ref, waves.get(d.ref, 0), d.action, _unknown(), d.skip_reason)
         if failures:
             raise ApplyError(
                 f"{len(failures)} object(s) failed to apply:\n  " + "\n  ".join(failures)

@@ -142,3 +142,16 @@ def test_webhooks_are_refused_when_no_secret_is_configured(redis_url: str) -> No
     assert response.status_code == 503
     assert "GITFLEET_WEBHOOK_SECRET" in response.json()["detail"]
     assert dispatcher.calls == []
+
+
+def test_the_bare_webhooks_git_path_verifies_and_triggers_like_the_versioned_one(
+    api: Api,
+) -> None:
+    apps_on_one_repo(api)
+    body = push()
+    client = TestClient(api.client.app)
+    wrong = client.post("/webhooks/git", content=body, headers=signed(body, secret="nope"))
+    assert wrong.status_code == 401
+    right = client.post("/webhooks/git", content=body, headers=signed(body))
+    assert right.status_code == 200
+    assert api.dispatcher.calls != []

@@ -131,3 +131,43 @@ def test_without_force_a_field_owned_by_another_manager_is_a_conflict(
     assert s.get("v1", "ConfigMap", "cm")["data"]["a"] == "theirs"
     assert s.sync().error == ""
     assert s.get("v1", "ConfigMap", "cm")["data"]["a"] == "one"
+
+
+def test_an_automated_sync_leaves_a_self_heal_paused_object_alone_and_a_manual_one_does_not(
+    tmp_path: Path, kube: KubeClient, namespace: str
+):
+    s = scenario_for(tmp_path, kube, namespace)
+    s.repo.commit({"app/cm.yaml": m.configmap("debug-me", "level: info")})
+    assert s.sync().error == ""
+    ref = ObjectRef("", "v1", "ConfigMap", namespace, "debug-me")
+    edit = {
+        "metadata": {"annotations": {"gitfleet.io/self-heal": "false"}},
+        "data": {"level": "debug"},
+    }
+    kube.request(
+        "PATCH",
+        kube.object_path(ref),
+        body=edit,
+        content_type="application/merge-patch+json",
+        params={"fieldManager": "kubectl"},
+    )
+    automated = s.sync(trigger="interval")
+    assert automated.error == ""
+    assert [r.action for r in automated.resources] == [Action.SKIPPED]
+    assert "self-heal paused" in automated.resources[0].message
+    assert automated.sync_status == "OutOfSync"
+    assert s.get("v1", "ConfigMap", "debug-me")["data"]["level"] == "debug"
+    manual = s.sync(trigger="manual")
+    assert [r.action for r in manual.resources] == [Action.CONFIGURED]
+    assert s.get("v1", "ConfigMap", "debug-me")["data"]["level"] == "info"
+
+
+def test_the_sync_record_carries_each_stage_duration(
+    tmp_path: Path, kube: KubeClient, namespace: str
+):
+    s = scenario_for(tmp_path, kube, namespace)
+    s.repo.commit({"app/cm.yaml": m.configmap("timed")})
+    result = s.sync(prune=True)
+    stages = result.to_json()["stages"]
+    assert set(stages) == {"source", "render", "order", "diff", "apply", "prune", "record"}
+    assert all(isinstance(v, float) and v >= 0 for v in stages.values())
