@@ -137,11 +137,21 @@ class SourceCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.fetches = 0  # network fetches done by this instance (tests and benchmarks count)
+        self._fetched_at: dict[str, float] = {}
 
     def resolve(
-        self, url: str, revision: str = "HEAD", *, credentials: GitCredentials | None = None
+        self,
+        url: str,
+        revision: str = "HEAD",
+        *,
+        credentials: GitCredentials | None = None,
+        max_age: float = 0.0,
     ) -> Resolved:
-        """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD)."""
+        """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD).
+
+        With `max_age`, a fetch of the same remote younger than that many seconds is reused:
+        a periodic reconcile of many apps on one monorepo fetches it once per period, not once
+        per app. Webhook and manual syncs pass 0 and always see the newest commit."""
         clean, embedded = split_credentials(url)
         creds = credentials or embedded
         if is_local_path(clean):
@@ -149,8 +159,10 @@ class SourceCache:
             with _open_local(local) as repo:
                 return Resolved(local, revision, _resolve_in(repo, revision, local))
         with self._locked(clean), self._cache_repo(clean) as repo:
-            if not _is_present_commit(repo, revision):
+            fresh = time.monotonic() - self._fetched_at.get(clean, -1e9) < max_age
+            if not _is_present_commit(repo, revision) and not fresh:
                 self._fetch(repo, clean, creds)
+                self._fetched_at[clean] = time.monotonic()
             return Resolved(clean, revision, _resolve_in(repo, revision, clean))
 
     @contextlib.contextmanager

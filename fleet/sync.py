@@ -9,6 +9,7 @@ and its stage; nothing is written when the failure comes before the apply stage.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +68,34 @@ def _stage(state: SyncState, name: str, **attributes: Any) -> Iterator[Span]:
         state.stages[name] = round(time.monotonic() - started, 4)
 
 
+def fingerprint_of(request: SyncRequest, render_key: str) -> str:
+    """What the desired state depends on: the render (tree id, renderer, parameters, tool
+    version) and the request's knobs. Equal fingerprints mean the same desired objects."""
+    knobs = dataclasses.replace(
+        request,
+        trigger="",
+        revision="",
+        credentials=None,
+        dry_run=False,
+        timeout=0.0,
+        fetch_max_age=0.0,
+    )
+    return hashlib.sha256(f"{render_key}|{knobs!r}".encode()).hexdigest()[:32]
+
+
+def desired_fingerprint(request: SyncRequest, *, caches: SyncCaches) -> str:
+    """Stages 1 and 2 only (fetch, render from cache): the fingerprint a sync would record.
+    Talks to git, never to the cluster, so a quiet periodic check costs no API request."""
+    resolved = caches.source.resolve(
+        request.repo,
+        request.revision,
+        credentials=request.credentials,
+        max_age=request.fetch_max_age,
+    )
+    rendered = caches.renderer.render(caches.source, resolved, request.path, request.render)
+    return fingerprint_of(request, rendered.cache_key)
+
+
 def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> SyncState:
     """Stages 1-4 without writing: what a sync would change. Raises FleetError."""
     state = SyncState(request=dataclasses.replace(request, dry_run=True, prune=False))
@@ -89,13 +118,16 @@ def _stages(
     deadline = time.monotonic() + req.timeout
     # 1. source: fetch and pin the revision
     with _stage(state, "source", repo=req.repo, revision=req.revision) as span:
-        resolved = caches.source.resolve(req.repo, req.revision, credentials=req.credentials)
+        resolved = caches.source.resolve(
+            req.repo, req.revision, credentials=req.credentials, max_age=req.fetch_max_age
+        )
         state.revision = resolved.commit
         span.set_attribute("gitfleet.commit", resolved.commit)
     # 2. render: manifests from the app's path (cached by tree id)
     with _stage(state, "render", path=req.path) as span:
         rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
         state.rendered = not rendered.cached
+        state.fingerprint = fingerprint_of(req, rendered.cache_key)
         span.set_attributes(
             {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
         )

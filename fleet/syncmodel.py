@@ -39,6 +39,7 @@ class SyncRequest:
     allowed_cluster_kinds: frozenset[str] | None = None
     allowed_namespaces: tuple[str, ...] | None = None
     trigger: str = "manual"
+    fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class SyncResult:
     rendered: bool = False
     writes: int = 0
     stages: dict[str, float] = field(default_factory=dict)
+    fingerprint: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -97,5 +99,6 @@ class SyncResult:
             "rendered": self.rendered,
             "writes": self.writes,
             "stages": dict(self.stages),
+            "fingerprint": self.fingerprint,
             "resources": [r.to_json() for r in self.resources],
         }

@@ -31,6 +31,7 @@ class SyncState:
     results: dict[ObjectRef, ResourceResult] = field(default_factory=dict)
     decisions: dict[ObjectRef, Decision] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
+    fingerprint: str = ""
 
     def add(
         self, ref: ObjectRef, wave: int, action: Action, health_: Health, message: str = ""
@@ -92,4 +93,5 @@ class SyncState:
             rendered=self.rendered,
             writes=self.writes,
             stages=dict(self.stages),
+            fingerprint=self.fingerprint,
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,8 @@ class Watch:
         self.server_timeout = server_timeout
         self.read_timeout = read_timeout
         self.cache: dict[Key, Manifest] = {}
+        self.listed_at: float | None = None  # first complete list (time.time())
+        self.in_step = False  # listed and watching with no gap since: no event can be missing
         self._http = urllib3.PoolManager(
             num_pools=1, maxsize=2, ssl_context=_ssl_context(config), retries=False
         )
@@ -109,7 +112,9 @@ class Watch:
                 failures = 0
             except Gone:
                 version = ""
+                self.in_step = False
             except Exception as e:
+                self.in_step = False
                 if self._stopped.is_set():
                     return
                 failures += 1
@@ -139,6 +144,9 @@ class Watch:
         if not baseline:
             for event in _changes(old, items):
                 on_event(event)
+        if self.listed_at is None:
+            self.listed_at = time.time()
+        self.in_step = True
         return str(body["metadata"]["resourceVersion"])
 
     def _typed(self, obj: Manifest) -> Manifest:

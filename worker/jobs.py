@@ -36,7 +36,7 @@ from fleet.records import AppRecord, ProjectRecord
 from fleet.storekeys import NotFound
 from fleet.syncmodel import SyncResult
 from fleet.windows import evaluate
-from worker import status, teardown
+from worker import quiet, status, teardown
 from worker.journal import Entry
 from worker.runtime import Runtime, current
 
@@ -205,6 +205,8 @@ def _sync(
     intent: Intent,
     requests: int,
 ) -> Outcome:
+    if intent.trigger in quiet.QUIET_TRIGGERS and _quiet(runtime, app, project, cluster, intent):
+        return quiet.write_checked(runtime, app.name, cluster)
     result = _run_engine(runtime, app, project, cluster, intent)
     record = status.sync_record(
         result,
@@ -225,6 +227,24 @@ def _sync(
     return record
 
 
+def _quiet(
+    runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
+) -> bool:
+    """Whether this periodic sync can be answered without touching the cluster."""
+    try:
+        request = request_for(
+            app,
+            project,
+            cluster,
+            trigger=intent.trigger,
+            revision=intent.revision or None,
+            credentials=runtime.store.git_credentials(app.name),
+        )
+    except FleetError:
+        return False
+    return quiet.unchanged(runtime, instance_key(app.name, cluster), quiet.periodic(request))
+
+
 def _run_engine(
     runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
 ) -> SyncResult:
@@ -241,7 +261,7 @@ def _run_engine(
         kube = runtime.kube_for(cluster)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)
-    return sync.run(request, kube=kube, caches=runtime.caches)
+    return sync.run(quiet.periodic(request), kube=kube, caches=runtime.caches)
 
 
 def _failed_before_engine(

@@ -157,6 +157,7 @@ class WorkerProcess:
         self.redis = redis or Redis.from_url(settings.redis_url)
         self.runtime = Runtime(settings, self.redis)
         self.selfheal = SelfHeal(self.runtime) if settings.self_heal else None
+        self.runtime.watcher = self.selfheal
         self.rq = FleetWorker(self.runtime)
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()

@@ -21,6 +21,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from redis import Redis
 
@@ -33,6 +34,9 @@ from fleet.store import Store
 from worker.journal import Journal
 from worker.settings import WorkerSettings
 
+if TYPE_CHECKING:
+    from worker.selfheal import SelfHeal
+
 
 class Runtime:
     def __init__(self, settings: WorkerSettings, redis: Redis) -> None:
@@ -44,6 +48,7 @@ class Runtime:
         self.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         self.caches = SyncCaches.at(settings.cache_dir)
         self.journal = Journal(redis, prefix=settings.prefix)
+        self.watcher: SelfHeal | None = None  # set by the process once its watches run
         self.holder = f"{self.name}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._clients: dict[str, KubeClient] = {}
         self._lock = threading.Lock()

@@ -1,11 +1,13 @@
-"""Self-heal on the worker: watch what this worker's self-heal apps manage, and sync on drift.
+"""Self-heal on the worker: watch what this worker's apps manage, and sync on drift.
 
 Every couple of seconds `refresh` works out which instances this worker owns (the shard map)
-whose app has `self_heal`, and which kinds their last sync reported; it then runs one watch per
+and which kinds their last sync reported; it then runs one watch per
 (cluster, kind) on objects labelled `gitfleet.io/app` (`fleet.watch`), shared by every app on
 that cluster, and stops the watches nobody needs any more (or whose credentials changed).
 
-An event becomes a self-heal sync of the owning instance when `worker.drift` calls it drift and
+Every event marks its instance touched, which is what lets a periodic sync of an untouched
+instance skip the cluster entirely (`worker.quiet`). For apps with `self_heal`, an event
+becomes a self-heal sync of the owning instance when `worker.drift` calls it drift and
 the live object does not carry `gitfleet.io/self-heal: "false"` (the debugging bypass). The
 sync is debounced: it waits until the object has been quiet for the delay, which doubles each
 time the same object drifts again within the window, and after `fight_limit` heals the worker
@@ -69,7 +71,10 @@ class SelfHeal:
         self._declared: dict[str, set[ObjectRef]] = {}
         self._due: dict[str, _Due] = {}
         self._gave_up: set[str] = set()
+        self._heal: set[str] = set()  # instances whose app self-heals (the rest are watched only)
+        self.touched: dict[str, float] = {}  # instance -> time of the last event on its objects
         self._lock = threading.Lock()
+        self._healing_apps: set[str] = set()
         self.seen: Counter[str] = Counter()  # events by verdict: drift, paused, ignored
 
     # -- what to watch ------------------------------------------------------------------------
@@ -82,26 +87,35 @@ class SelfHeal:
             for i, refs in declared.items()
             for r in refs
         }
+        heal = {i for i in declared if self._heals_instance(i)}
         with self._lock:
             self._declared = declared
+            self._heal = heal
         for key in set(self._watches) - wanted:
             self._stop_watch(key)
         for key in wanted:
             self._ensure_watch(key)
 
+    def _heals_instance(self, instance: str) -> bool:
+        return instance in self._healing_apps
+
     def _owned_declarations(self) -> dict[str, set[ObjectRef]]:
-        """instance -> the objects its last sync declared, for owned self-heal instances."""
+        """instance -> the objects its last sync declared, for every instance this worker owns
+        (self-heal apps heal from the events; the others use them for quiet periodic checks)."""
         try:
             shard = self.runtime.dispatcher.owners.current()
         except NoWorkers:
             return {}
         apps = {a.name: a for a in self.runtime.store.list_apps()}
         found = {}
+        self._healing_apps = set()
         for instance, worker in shard.items():
             app, cluster = split_instance(instance)
             record = apps.get(app)
-            if worker == self.runtime.name and record and _heals(record):
+            if worker == self.runtime.name and record and not record.deleting:
                 found[instance] = self._declared_objects(app, cluster)
+                if _heals(record):
+                    self._healing_apps.add(instance)
         return found
 
     def _declared_objects(self, app: str, cluster: str) -> set[ObjectRef]:
@@ -149,6 +163,19 @@ class SelfHeal:
         running = self._watches.get((cluster, api_version, kind))
         return running.watch if running else None
 
+    def quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> bool:
+        """True when every kind of the instance has been watched without a gap since before
+        `since` and no event touched the instance's objects after it: its live objects are as
+        the sync that started at `since` left them (and saw them)."""
+        cluster = split_instance(instance)[1]
+        for api_version, kind in kinds:
+            running = self._watches.get((cluster, api_version, kind))
+            watch = running.watch if running else None
+            if watch is None or not watch.in_step or (watch.listed_at or since) >= since:
+                return False
+        with self._lock:
+            return instance in self._declared and self.touched.get(instance, 0.0) < since
+
     # -- events -------------------------------------------------------------------------------
 
     def on_event(self, cluster: str, event: Event, now: float | None = None) -> None:
@@ -159,6 +186,9 @@ class SelfHeal:
         with self._lock:
             declared = self._declared.get(instance)
             if declared is None:
+                return
+            self.touched[instance] = time.time() if now is None else now
+            if instance not in self._heal:
                 return
             verdict = _verdict(event, declared=ref in declared)
             self.seen[verdict] += 1

@@ -1,0 +1,66 @@
+"""A periodic sync of an instance nothing touched answers from the watches: no API request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.instances import instance_key
+from fleet.model import ObjectRef
+from tests.support.fleet import FleetEnv, WorkerThread, wait_until
+
+
+def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: str) -> dict[str, Any]:
+    result = fleet.dispatcher.wait(
+        fleet.dispatcher.request_sync(app, cluster, trigger=trigger), 120
+    )
+    assert result is not None
+    return result
+
+
+def _requests(worker: WorkerThread, cluster: str) -> int:
+    return sum(worker.process.runtime.kube_for(cluster).requests.values())
+
+
+def _quiet_ready(fleet: FleetEnv, worker: WorkerThread, app: str, cluster: str) -> bool:
+    """The watches started after the last sync, so run periodic syncs until one is quiet."""
+    return _sync(fleet, app, cluster, "interval")["result"] == "unchanged"
+
+
+def test_an_untouched_instance_costs_no_api_request_until_something_changes(
+    fleet: FleetEnv,
+) -> None:
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    fleet.commit_apps([app])
+    fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
+
+    before = _requests(worker, cluster)
+    quiet = _sync(fleet, app, cluster, "interval")
+    assert quiet["result"] == "unchanged"
+    assert _requests(worker, cluster) == before
+    assert fleet.status(app, cluster)["sync_status"] == "Synced"
+
+    ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
+    kube = fleet.clusters[cluster].client()
+    kube.request(
+        "PATCH",
+        kube.object_path(ref),
+        body={"data": {"k": "by-hand"}},
+        params={"fieldManager": "kubectl-edit"},
+        content_type="application/merge-patch+json",
+    )
+    watcher = worker.process.runtime.watcher
+    assert watcher is not None
+    instance = instance_key(app, cluster)
+    wait_until(lambda: watcher.touched.get(instance, 0) > 0, timeout=30, what="the edit event")
+    healed = _sync(fleet, app, cluster, "interval")
+    assert healed["result"] == "succeeded"
+    assert fleet.live(cluster, ref)["data"] == {"k": "v1"}
+
+    fleet.commit_apps([app], data="k: v2")  # a push: the webhook's sync fetches at once
+    changed = _sync(fleet, app, cluster, "webhook")
+    assert changed["result"] == "succeeded"
+    assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
+    kube.close()

@@ -1,0 +1,78 @@
+"""Quiet periodic checks: a periodic sync of an instance nothing has touched costs no API call.
+
+An interval sync is skipped, with the status saying when it was checked, when all of these
+hold: the last sync succeeded Synced and Healthy; the worker's watches of every kind that sync
+declared have run without a gap since before it started and no event touched the instance's
+objects after its start; and the desired state's fingerprint (git tree id of the app path,
+renderer, parameters, request knobs: stages 1 and 2, which talk only to git) is the one that
+sync recorded. Anything else runs the full sync, which then re-establishes the baseline. This
+is how Argo CD answers a reconcile from its watch cache; a manual, webhook or self-heal sync
+always runs in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+from fleet import sync
+from fleet.errors import FleetError
+from fleet.syncmodel import SyncRequest
+from worker.runtime import Runtime
+
+QUIET_TRIGGERS = frozenset({"interval"})
+FETCH_MAX_AGE = 10.0  # seconds: one git fetch per repository per period, not one per app
+
+
+def periodic(request: SyncRequest) -> SyncRequest:
+    """A periodic sync may reuse a recent fetch of its repository."""
+    if request.trigger in QUIET_TRIGGERS:
+        return dataclasses.replace(request, fetch_max_age=FETCH_MAX_AGE)
+    return request
+
+
+def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> bool:
+    """True when the periodic sync of `instance` would find nothing to do (see module doc)."""
+    if request.trigger not in QUIET_TRIGGERS or runtime.watcher is None:
+        return False
+    app, cluster = instance.split("@", 1)
+    last = (runtime.store.get_status(app, cluster) or {}).get("last_sync") or {}
+    if not _was_clean(last):
+        return False
+    since = datetime.fromisoformat(str(last["started"])).timestamp()
+    if not runtime.watcher.quiet_since(instance, _kinds(last), since):
+        return False
+    try:
+        return bool(sync.desired_fingerprint(request, caches=runtime.caches) == last["fingerprint"])
+    except FleetError:
+        return False
+
+
+def _was_clean(last: dict[str, Any]) -> bool:
+    return (
+        last.get("result") == "succeeded"
+        and last.get("sync_status") == "Synced"
+        and last.get("health") == "Healthy"
+        and bool(last.get("fingerprint"))
+        and bool(last.get("started"))
+    )
+
+
+def _kinds(last: dict[str, Any]) -> set[tuple[str, str]]:
+    kinds = set()
+    for r in last.get("resources") or []:
+        if r.get("action") in ("pruned", "failed"):
+            continue
+        api_version = f"{r['group']}/{r['version']}" if r.get("group") else str(r["version"])
+        kinds.add((api_version, str(r["kind"])))
+    return kinds
+
+
+def write_checked(runtime: Runtime, app: str, cluster: str) -> dict[str, Any]:
+    """Note the quiet check in the status (no history entry: nothing happened)."""
+    status = runtime.store.get_status(app, cluster) or {}
+    stamp = datetime.now(UTC).isoformat()
+    status.pop("updated", None)
+    runtime.store.set_status(app, cluster, {**status, "checked": stamp})
+    return {"app": app, "cluster": cluster, "result": "unchanged", "checked": stamp}
