@@ -1,13 +1,14 @@
 """Quiet periodic checks: a periodic sync of an instance nothing has touched costs no API call.
 
-An interval sync is skipped, with the status saying when it was checked, when all of these
+An interval or webhook sync is skipped, with the status saying when it was checked, when all
 hold: the last sync succeeded Synced and Healthy; the worker's watches of every kind that sync
 declared have run without a gap since before it started and no event touched the instance's
 objects after its start; and the desired state's fingerprint (git tree id of the app path,
 renderer, parameters, request knobs: stages 1 and 2, which talk only to git) is the one that
 sync recorded. Anything else runs the full sync, which then re-establishes the baseline. This
-is how Argo CD answers a reconcile from its watch cache; a manual, webhook or self-heal sync
-always runs in full.
+is how Argo CD answers a reconcile from its watch cache, and how a push to a monorepo costs one
+full sync (the app whose path changed) instead of one per app on the repository. A manual,
+rollback or self-heal sync always runs in full.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from fleet.errors import FleetError
 from fleet.syncmodel import SyncRequest
 from worker.runtime import Runtime
 
-QUIET_TRIGGERS = frozenset({"interval"})
+QUIET_TRIGGERS = frozenset({"interval", "webhook"})
+PERIODIC_TRIGGERS = frozenset({"interval"})
 FETCH_MAX_AGE = 10.0  # seconds: one git fetch per repository per period, not one per app
 
 
 def periodic(request: SyncRequest) -> SyncRequest:
     """A periodic sync may reuse a recent fetch of its repository."""
-    if request.trigger in QUIET_TRIGGERS:
+    if request.trigger in PERIODIC_TRIGGERS:
         return dataclasses.replace(request, fetch_max_age=FETCH_MAX_AGE)
     return request
 

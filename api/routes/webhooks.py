@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -73,6 +74,7 @@ def revision_matches(revision: str, ref: str, default_branch: str) -> bool:
 
 def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, Any]:
     urls, ref, default_branch = parse_push(body)
+    pushed = pushed_commit(body)
     matching = [
         app
         for app in store.list_apps()
@@ -85,11 +87,25 @@ def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, 
         if reason:
             skipped.append({"app": app.name, "reason": reason})
             continue
-        enqueued = request_syncs(dispatcher, app, store.instances(app), trigger="webhook")
+        enqueued = request_syncs(
+            dispatcher, app, store.instances(app), trigger="webhook", revision=pushed
+        )
         triggered.append(app.name)
         jobs += [{"app": app.name, **job} for job in enqueued.jobs()]
     log.info("push to %s %s triggered %s", sorted(urls), ref, triggered or "no app")
     return {"ref": ref, "triggered": triggered, "skipped": skipped, "jobs": jobs}
+
+
+def pushed_commit(body: bytes) -> str | None:
+    """The commit the push moved the ref to: every app it triggers syncs exactly that commit,
+    so the first sync fetches it and the others find it in the cache (one fetch per push)."""
+    try:
+        after = json.loads(body).get("after")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(after, str) and re.fullmatch(r"[0-9a-f]{40}", after) and after.strip("0"):
+        return after
+    return None
 
 
 def _skip_reason(store: Store, app: AppRecord) -> str:

@@ -155,3 +155,11 @@ def test_the_bare_webhooks_git_path_verifies_and_triggers_like_the_versioned_one
     right = client.post("/webhooks/git", content=body, headers=signed(body))
     assert right.status_code == 200
     assert api.dispatcher.calls != []
+
+
+def test_a_push_syncs_exactly_the_pushed_commit(api: Api) -> None:
+    apps_on_one_repo(api)
+    sha = "0a1b2c3d" * 5
+    body = json.dumps({**json.loads(push()), "after": sha}).encode()
+    assert deliver(api, body, signed(body)).status_code == 200
+    assert api.dispatcher.calls and {c["revision"] for c in api.dispatcher.calls} == {sha}

@@ -64,3 +64,30 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     assert changed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
     kube.close()
+
+
+def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
+    fleet: FleetEnv,
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(4)]
+    fleet.commit_apps(apps)
+    for app in apps:
+        fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    for app in apps:
+        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    for app in apps:
+        wait_until(lambda a=app: _quiet_ready(fleet, worker, a, cluster), timeout=60, what=app)
+
+    sha = fleet.commit_apps(apps[:1], data="k: pushed")
+    renders = worker.process.runtime.caches.renderer.renders
+    results = {}
+    for app in apps:
+        ref = fleet.dispatcher.request_sync(app, cluster, trigger="webhook", revision=sha)
+        results[app] = fleet.dispatcher.wait(ref, 120)
+    assert results[apps[0]] is not None and results[apps[0]]["result"] == "succeeded"
+    assert [results[a]["result"] for a in apps[1:]] == ["unchanged"] * 3  # type: ignore[index]
+    assert worker.process.runtime.caches.renderer.renders - renders == 1
+    changed = fleet.live(cluster, ObjectRef("", "v1", "ConfigMap", apps[0], "settings"))
+    assert changed is not None and changed["data"] == {"k": "pushed"}
