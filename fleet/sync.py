@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from fleet import health, order, telemetry, tracking
+from fleet import health, order, prune, telemetry, tracking
 from fleet.apply import Applier, Decision
 from fleet.caches import SyncCaches
 from fleet.errors import ApplyError, FleetError, OwnershipConflict
@@ -271,7 +271,6 @@ def _prune(
     progress: Progress | None,
     execute: bool = True,
 ) -> PrunePlan:
-    from fleet import prune
 
     desired = {s.ref for w in plan.waves for s in w.steps}
     hooks = _hook_refs(plan)
