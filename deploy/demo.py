@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
+from deploy.redis import redis_command
 from deploy.testbed import runner
 from deploy.testbed.build import tools_dir
 from deploy.testbed.process import Proc, free_port, start, stop, wait_for
@@ -109,20 +110,7 @@ def _environment(folder: Path) -> dict[str, str]:
 
 def _redis(folder: Path, env: dict[str, str]) -> Proc:
     port = env["GITFLEET_REDIS_URL"].rsplit(":", 1)[1].split("/")[0]
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    cmd = [
-        binary,
-        "--port",
-        port,
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(folder),
-    ]
+    cmd = redis_command(int(port), folder)
     proc = start("", "redis", cmd, folder / "redis.log")
     wait_for(lambda: _answers(f"127.0.0.1:{port}"), what="redis", watched=[proc], timeout=20)
     return proc

@@ -34,7 +34,7 @@ from fleet.model import Health, SyncStatus
 from fleet.pending import Intent, Pending
 from fleet.records import AppRecord, ProjectRecord
 from fleet.storekeys import NotFound
-from fleet.syncmodel import SyncResult
+from fleet.syncmodel import SyncRequest, SyncResult
 from fleet.windows import evaluate
 from worker import quiet, status, teardown
 from worker.journal import Entry
@@ -70,15 +70,7 @@ def preview_job(instance: str, intent_json: str) -> Outcome:
     token = context.attach(propagate.extract(intent.carrier))
     try:
         app, project = _load(runtime, app_name, cluster)
-        request = request_for(
-            app,
-            project,
-            cluster,
-            trigger=intent.trigger,
-            revision=intent.revision or None,
-            dry_run=True,
-            credentials=runtime.store.git_credentials(app.name),
-        )
+        request = _request(runtime, app, project, cluster, intent, dry_run=True)
         result = sync.run(request, kube=runtime.kube_for(cluster), caches=runtime.caches)
         return {**result.to_json(), "cluster": cluster}
     except FleetError as e:
@@ -232,17 +224,30 @@ def _quiet(
 ) -> bool:
     """Whether this periodic sync can be answered without touching the cluster."""
     try:
-        request = request_for(
-            app,
-            project,
-            cluster,
-            trigger=intent.trigger,
-            revision=intent.revision or None,
-            credentials=runtime.store.git_credentials(app.name),
-        )
+        request = _request(runtime, app, project, cluster, intent)
     except FleetError:
         return False
     return quiet.unchanged(runtime, instance_key(app.name, cluster), quiet.periodic(request))
+
+
+def _request(
+    runtime: Runtime,
+    app: AppRecord,
+    project: ProjectRecord,
+    cluster: str,
+    intent: Intent,
+    *,
+    dry_run: bool = False,
+) -> SyncRequest:
+    return request_for(
+        app,
+        project,
+        cluster,
+        trigger=intent.trigger,
+        revision=intent.revision or None,
+        dry_run=dry_run,
+        credentials=runtime.store.git_credentials(app.name),
+    )
 
 
 def _run_engine(
@@ -250,14 +255,7 @@ def _run_engine(
 ) -> SyncResult:
     started = datetime.now(UTC)
     try:
-        request = request_for(
-            app,
-            project,
-            cluster,
-            trigger=intent.trigger,
-            revision=intent.revision or None,
-            credentials=runtime.store.git_credentials(app.name),
-        )
+        request = _request(runtime, app, project, cluster, intent)
         kube = runtime.kube_for(cluster)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)

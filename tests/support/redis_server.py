@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
+from deploy.redis import redis_command
 from deploy.testbed.process import free_port
 
 
 class RedisServer:
     def __init__(self, folder: Path) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        if not Path(binary).exists():
-            raise RuntimeError("redis-server is not installed: run `make setup` (apt redis-server)")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        cmd = [
-            binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-        ]
+        cmd = redis_command(self.port, folder)
         self.proc = subprocess.Popen(
             cmd, stdout=(folder / "redis.log").open("wb"), stderr=subprocess.STDOUT
         )
