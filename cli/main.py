@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "cli.sync",
     "cli.client",
     "cli.worker",
+    "cli.bench",
 )
 
 

@@ -1,0 +1,139 @@
+"""What every phase of `gitfleet bench` shares: parameters, clusters, the fleet, the figures.
+
+A phase is a function `(Run) -> None` that adds figures (name -> value and unit) and details
+(whatever the report and the plots need to explain a figure) to the run. Phases run in the
+order `loadtest.bench` gives; each says in its docstring what it assumes of the ones before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.kube import KubeClient
+from loadtest.board import StatusBoard
+from loadtest.engine_bench import Figure
+from loadtest.fleetrun import Api, BenchError, Fleet
+from loadtest.presets import Params
+from loadtest.probes import TraceFile, cpu_seconds
+from loadtest.workload import App
+
+
+@dataclass
+class Run:
+    params: Params
+    work: Path
+    entries: list[dict[str, Any]]
+    clients: dict[str, KubeClient]
+    fleet: Fleet
+    namespace: str
+    repo: Path
+    apps: list[App]
+    subsets: list[list[App]]
+    warm_up: list[App]
+    board: StatusBoard
+    traces: TraceFile
+    figures: dict[str, Figure] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    server_pids: list[int] = field(default_factory=list)
+
+    @property
+    def api(self) -> Api:
+        return self.fleet.api()
+
+    def repo_url(self) -> str:
+        return self.fleet.repo_url("bench.git")
+
+    def add(self, name: str, value: float, unit: str) -> None:
+        self.figures[name] = Figure(float(value), unit)
+
+    def value(self, name: str) -> float:
+        return self.figures[name].value
+
+    def groups(self) -> dict[str, list[int]]:
+        """Processes whose CPU the phases report, by role."""
+        procs = self.fleet.procs
+        return {
+            "workers": [p.pid for p in self.fleet.workers().values()],
+            "api": [procs["api"].pid],
+            "redis": [procs["redis"].pid],
+            "git_server": [procs["git-server"].pid],
+            "apiservers_etcd": list(self.server_pids),
+        }
+
+
+@dataclass
+class Meter:
+    """Wall time and CPU seconds per process group between `start` and `read`."""
+
+    groups: dict[str, list[int]]
+    wall: float
+    cpu: dict[str, float]
+
+    @classmethod
+    def start(cls, groups: dict[str, list[int]]) -> Meter:
+        return cls(groups, time.time(), {k: cpu_seconds(p) for k, p in groups.items()})
+
+    def read(self) -> dict[str, float]:
+        return {k: cpu_seconds(p) - self.cpu[k] for k, p in self.groups.items()}
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * share
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def wait_until(check: Callable[[], bool], *, timeout: float, what: str, period: float) -> float:
+    """Poll `check`; return the time.time() at which it first held; BenchError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return time.time()
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(period)
+
+
+def cpu_per_1k(cpu: dict[str, float], objects: int) -> dict[str, float]:
+    return {k: round(v * 1000 / max(objects, 1), 3) for k, v in cpu.items()}
+
+
+def app_bodies(
+    run: Run, apps: Iterable[App], repo_url: str, *, selector: dict[str, str] | None = None
+) -> list[tuple[str, str, Any]]:
+    """POST /api/v1/apps bodies: automated, prune and self-heal on, a long interval (the
+    cycles here are triggered on purpose, never by the clock); each app on its cluster, or
+    on every cluster matching `selector`."""
+    policy = {
+        "automated": True,
+        "prune": True,
+        "selfHeal": True,
+        "interval": run.params.interval_s,
+    }
+    return [
+        (
+            "POST",
+            "/api/v1/apps",
+            {
+                "name": app.name,
+                "source": {"repo": repo_url, "path": app.path, "revision": "HEAD"},
+                "destination": {"namespace": run.namespace}
+                | ({"clusterSelector": selector} if selector else {"cluster": app.cluster}),
+                "syncPolicy": policy,
+            },
+        )
+        for app in apps
+    ]
+
+
+def sync_requests(apps: Iterable[App]) -> list[tuple[str, str, Any]]:
+    return [("POST", f"/api/v1/apps/{app.name}/sync", None) for app in apps]

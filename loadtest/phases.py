@@ -1,0 +1,291 @@
+"""Phases 3, 4 and 7a: onboarding, the cold sync, memory per cached object, the no-op cycle.
+
+How a cold sync starts. Apps are automated, so a coordinator whose scheduler runs
+(`api.scheduler`) requests a sync of each new app by itself on its next tick. To time syncing
+apart from registering, the workers are stopped while the apps are created through the API
+(the scheduler then finds no live worker and requests nothing), and started again: the clock
+starts when they are live and the scheduler dispatches every new app. Without a leading
+scheduler the bench requests the syncs itself (POST /api/v1/apps/{name}/sync).
+
+How a no-op cycle starts: the bench makes the scheduler's own request for every app,
+`Dispatcher.request_sync(app, cluster, trigger="interval")`, as if every interval had passed
+at once (the apps' real interval is an hour, so the scheduler never starts one on its own
+during a run). Two cycles are measured: the first after the cold sync, and the second, the
+steady state that the headline figures report.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.dispatch import Dispatcher
+from loadtest.board import Outcome
+from loadtest.context import (
+    Meter,
+    Run,
+    app_bodies,
+    cpu_per_1k,
+    percentile,
+    sync_requests,
+)
+from loadtest.fleetrun import PREFIX
+from loadtest.memory import MemorySampler
+from loadtest.probes import (
+    RequestKey,
+    delta,
+    is_uncached_render,
+    queue_waits,
+    request_total,
+    stage_breakdown,
+)
+from loadtest.report import write_partial
+from loadtest.workload import App
+
+WATCH_SETTLE_S = 4.0  # self-heal refreshes its watches every 2 s, then lists
+IDLE_WINDOW_S = 10.0
+
+
+def timeout_for(apps: int) -> float:
+    return 600.0 + apps * 0.5
+
+
+def onboard(run: Run) -> None:
+    """Register every cluster through the API, then create and sync the warm-up apps (their
+    own small repository, each on every cluster), so each worker has imported, connected and
+    started a watch on every cluster before anything is measured."""
+    api = run.api
+    for entry in run.entries:
+        body = {
+            "name": entry["name"],
+            "kubeconfig": Path(entry["kubeconfig"]).read_text(),
+            "labels": {"bench": "true"},
+        }
+        api.call("POST", "/api/v1/clusters", body)
+    started = time.time()
+    names = list(dict.fromkeys(a.name for a in run.warm_up))
+    warm = [App(n, "") for n in names]
+    api.bulk(app_bodies(run, warm, run.fleet.repo_url("warmup.git"), selector={"bench": "true"}))
+    if not run.fleet.scheduler_leads():
+        api.bulk(sync_requests(warm))
+    run.board.wait(run.warm_up, since=started, timeout=300)
+    run.fleet.wait_idle(timeout=300)
+
+
+@dataclass(frozen=True)
+class ColdRun:
+    """One cold sync: when its clock started, what each app's sync reported, CPU by group."""
+
+    clock: float
+    created_s: float
+    creation_cpu: dict[str, float]
+    cpu: dict[str, float]
+    outcomes: dict[str, Outcome]
+    scheduled: bool
+
+    @property
+    def seconds(self) -> float:
+        return max(o.finished for o in self.outcomes.values()) - self.clock
+
+
+def cold_start(
+    run: Run,
+    apps: Sequence[App],
+    *,
+    tracing: bool = True,
+    progress: Any = None,
+) -> ColdRun:
+    """Create `apps` with the workers stopped, start them (tracing on or off) and wait until
+    every app is Synced and Healthy."""
+    fleet, names = run.fleet, run.params.worker_names()
+    fleet.wait_idle(timeout=timeout_for(len(apps)))
+    fleet.stop_workers()
+    creation = Meter.start({k: v for k, v in run.groups().items() if k != "workers"})
+    created_at = time.time()
+    create_apps(run, apps)
+    created_s, creation_cpu = time.time() - created_at, creation.read()
+    run.traces.mark()
+    launched = time.time()
+    live = fleet.start_workers(names, tracing=tracing)
+    meter = Meter.start(run.groups())
+    scheduled = fleet.scheduler_leads()
+    if not scheduled:
+        live = time.time()
+        run.api.bulk(sync_requests(apps), concurrency=run.params.concurrency)
+    timeout = timeout_for(len(apps))
+    outcomes = run.board.wait(apps, since=launched, timeout=timeout, progress=progress)
+    clock = min(live, *(o.started for o in outcomes.values()))
+    return ColdRun(clock, created_s, creation_cpu, meter.read(), outcomes, scheduled)
+
+
+def create_apps(run: Run, apps: Sequence[App]) -> None:
+    """POST every app, in chunks, noting how long each chunk took: registering gets slower as
+    the registry grows, and a long run shows how (also in DIR/partial.json as it goes)."""
+    chunk = max(100, len(apps) // 20)
+    timeline = run.details.setdefault("creation_timeline", [])
+    for start in range(0, len(apps), chunk):
+        began = time.time()
+        part = apps[start : start + chunk]
+        run.api.bulk(
+            app_bodies(run, part, run.repo_url()), concurrency=run.params.create_concurrency
+        )
+        rate = len(part) / (time.time() - began)
+        registered = run.params.warm_up_apps + sum(t["apps"] for t in timeline)
+        timeline.append({"registered": registered, "apps": len(part), "apps_per_s": round(rate, 2)})
+        if len(apps) > chunk:
+            write_partial(run.figures, run.details, run.work.parent)
+
+
+def cold_sync(run: Run) -> None:
+    """Phase 3 (and 7a): the cold sync of the N apps, and worker memory as it fills."""
+    apps, p = run.apps, run.params
+    memory = MemorySampler(run, settle=WATCH_SETTLE_S)
+    cold = cold_start(run, apps, progress=memory.progress)
+    seconds = cold.seconds
+    run.add("cold_sync_seconds", seconds, "s from the workers being live")
+    run.add("cold_sync_objects_per_s", p.objects / seconds, "objects/s")
+    run.add("all_synced_healthy_s", cold.created_s + seconds, "s: app creation + cold sync")
+    run.add("apps_created_per_s", len(apps) / cold.created_s, "apps/s over HTTP")
+    per_app = 1000 * cold.creation_cpu["api"] / len(apps)
+    run.add("app_create_api_cpu_ms_per_app", per_app, "CPU-ms of the API process")
+    cold_ratio = run.value("cold_sync_objects_per_s")
+    run.add("cold_sync_vs_kubectl", cold_ratio / run.value("kubectl_objects_per_s"), "x")
+    ratio = 100 * cold_ratio / run.value("raw_limit_objects_per_s")
+    run.add("cold_sync_vs_raw_limit", ratio, "%")
+    for group, value in cpu_per_1k(cold.cpu, p.objects).items():
+        run.add(f"cold_sync_cpu_{group}_s_per_1k", value, "CPU-s per 1k objects")
+    run.traces.settle()
+    run.details["cold_sync"] = {
+        "clock_starts": "workers live; the scheduler dispatches"
+        if cold.scheduled
+        else "POST /apps/{name}/sync for every app",
+        "api_confirmed_synced_healthy": _confirmed(run),
+        "syncs_per_worker": dict(Counter(o.worker for o in cold.outcomes.values())),
+        "cpu_s": {k: round(v, 2) for k, v in cold.cpu.items()},
+        "creation_cpu_s": {k: round(v, 2) for k, v in cold.creation_cpu.items()},
+        **where_time_went(run, seconds),
+    }
+    memory.finish()
+
+
+def where_time_went(run: Run, seconds: float) -> dict[str, Any]:
+    """From the phase's spans: each stage's mean, the queue wait of each sync after its
+    request, and how many syncs ran at once on average (summed sync time / wall time)."""
+    spans = run.traces.read()
+    stages = stage_breakdown(spans)
+    waits = queue_waits(spans)
+    busy = stages.get("gitfleet.sync", {}).get("total_s", 0.0) / max(seconds, 1e-9)
+    return {
+        "stages": stages,
+        "queue_wait_s": {
+            "p50": round(percentile(waits, 0.5), 3),
+            "p95": round(percentile(waits, 0.95), 3),
+            "max": round(max(waits, default=0.0), 3),
+        },
+        "syncs_running_at_once": round(busy, 2),
+    }
+
+
+def _confirmed(run: Run) -> int:
+    """How many of the apps GET /api/v1/apps lists as Synced and Healthy."""
+    names = {a.name for a in run.apps}
+    listed = run.api.call("GET", "/api/v1/apps", timeout=600)
+    return sum(
+        1
+        for a in listed
+        if a["name"] in names and a["sync_status"] == "Synced" and a["health"] == "Healthy"
+    )
+
+
+def _per_app(
+    requests: Counter[RequestKey] | dict[RequestKey, float], apps: int
+) -> dict[str, float]:
+    return {
+        f"{verb} {resource}": round(count / max(apps, 1), 3)
+        for (verb, resource), count in sorted(requests.items(), key=lambda kv: -kv[1])
+        if count / max(apps, 1) >= 0.005
+    }
+
+
+# -- phase 4: the no-op cycle -----------------------------------------------------------------
+
+
+def noop_cycle(run: Run) -> None:
+    """Phase 4: two interval cycles of every app with nothing changed in git or the clusters;
+    apiserver requests are counted minus the testbed's own background (measured over an idle
+    window just before; the background is a Poisson-like trickle of controller requests, so
+    the result carries a noise band of 3 standard deviations), renders as new entries in the
+    workers' render caches."""
+    run.fleet.wait_idle(timeout=timeout_for(len(run.apps)))
+    time.sleep(WATCH_SETTLE_S)
+    background = _background(run)
+    first = interval_cycle(run, background)
+    second = interval_cycle(run, background)
+    for prefix, cycle in (("noop_first_cycle", first), ("noop", second)):
+        run.add(f"{prefix}_api_requests_per_app", cycle["requests"], "apiserver requests per app")
+        run.add(f"{prefix}_renders_per_app", cycle["renders"], "renders per app")
+        run.add(f"{prefix}_worker_cpu_ms_per_app", cycle["cpu_ms"], "worker CPU-ms per app")
+        run.add(f"{prefix}_cycle_seconds", cycle["seconds"], "s")
+        run.add(f"{prefix}_quiet_share", cycle["quiet_share"], "share of apps checked quietly")
+    unit = "requests per app: 3 standard deviations of the background over the cycle"
+    run.add("noop_noise_band_per_app", second["noise_band"], unit)
+    run.details["noop"] = second
+    run.details["noop_first_cycle"] = first
+
+
+def _background(run: Run) -> Counter[RequestKey]:
+    """Requests per second the testbed serves with gitfleet idle; and what idle costs."""
+    meter = Meter.start(run.groups())
+    before, started = request_total(run.clients), time.time()
+    time.sleep(IDLE_WINDOW_S)
+    counts = delta(request_total(run.clients), before)
+    window = time.time() - started
+    idle = meter.read()
+    run.add("idle_worker_cpu_cores", idle["workers"] / window, "cores used by idle workers")
+    run.add("idle_api_cpu_cores", idle["api"] / window, "cores used by the idle API")
+    run.add("background_requests_per_s", sum(counts.values()) / window, "apiserver requests/s")
+    return Counter({k: v / window for k, v in counts.items()})
+
+
+def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
+    """Request an interval sync of every app, as the scheduler does, and measure it."""
+    n, dispatcher = len(run.apps), Dispatcher(run.fleet.redis, prefix=PREFIX)
+    before, git_before = request_total(run.clients), run.fleet.git_requests()
+    renders_before = run.fleet.render_cache_entries()
+    run.traces.mark()
+    meter = Meter.start(run.groups())
+    started = time.time()
+    for app in run.apps:
+        dispatcher.request_sync(app.name, app.cluster, trigger="interval")
+    outcomes = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
+    run.fleet.wait_idle(timeout=300)
+    cpu, window = meter.read(), time.time() - started
+    requests = delta(request_total(run.clients), before)
+    expected = sum(background.values()) * window
+    total = max(sum(requests.values()) - expected, 0.0)
+    own = {k: v - background.get(k, 0.0) * window for k, v in requests.items()}
+    own = {k: v for k, v in own.items() if v > 0}
+    seconds = max(o.finished for o in outcomes.values()) - started
+    run.traces.settle()
+    git = run.fleet.git_requests() - git_before
+    return {
+        "requests": total / n,
+        "noise_band": 3 * math.sqrt(max(expected, 1.0)) / n,
+        "renders": (run.fleet.render_cache_entries() - renders_before) / n,
+        "cpu_ms": 1000 * cpu["workers"] / n,
+        "seconds": seconds,
+        "quiet_share": sum(o.quiet for o in outcomes.values()) / n,
+        "trigger": "Dispatcher.request_sync(app, cluster, trigger='interval') for every app",
+        "requests_per_app_by_verb": _per_app(own, n),
+        "raw_requests_per_app": round(sum(requests.values()) / n, 3),
+        "git_requests_per_app": {k: round(v / n, 3) for k, v in git.items()},
+        "full_syncs": sum(not o.quiet for o in outcomes.values()),
+        "render_spans_uncached": run.traces.count("gitfleet.render", is_uncached_render),
+        "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
+        **where_time_went(run, seconds),
+    }

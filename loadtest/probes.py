@@ -1,0 +1,170 @@
+"""What the benchmark reads from outside the system under test, without changing it.
+
+- CPU seconds of processes, from /proc/<pid>/stat (the engine benchmark's reader), and their
+  resident memory from /proc/<pid>/status;
+- requests counted by each kube-apiserver (`apiserver_request_total`, by verb and resource),
+  which sees every request gitfleet makes whatever client code made it;
+- spans the processes wrote to GITFLEET_TRACE_FILE (one JSON object per line), read from a
+  remembered offset so each phase counts only its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleet.kube import KubeClient
+from loadtest.engine_bench import _cpu_of
+
+RequestKey = tuple[str, str]  # (verb, resource), e.g. ("GET", "configmaps")
+OURS = b'"name": "gitfleet.'  # the spans gitfleet itself opens; FastAPI's are skipped
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """utime + stime of `pids` in seconds; 0.0 when one of them is gone."""
+    found = _cpu_of(list(pids))
+    return found if found is not None else 0.0
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of `pid` (VmRSS), 0 when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def apiserver_requests(kube: KubeClient) -> Counter[RequestKey]:
+    """Requests the apiserver has served since it started, by (verb, resource)."""
+    counts: Counter[RequestKey] = Counter()
+    for family in text_string_to_metric_families(kube.metrics_text()):
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            verb = sample.labels.get("verb", "")
+            if sample.labels.get("dry_run"):
+                verb += "(dry-run)"
+            resource = sample.labels.get("resource") or "non-resource"
+            counts[(verb, resource)] += int(sample.value)
+    return counts
+
+
+def request_total(clients: Mapping[str, KubeClient]) -> Counter[RequestKey]:
+    """`apiserver_requests` summed over every cluster."""
+    total: Counter[RequestKey] = Counter()
+    for kube in clients.values():
+        total.update(apiserver_requests(kube))
+    return total
+
+
+def delta(after: Counter[RequestKey], before: Counter[RequestKey]) -> Counter[RequestKey]:
+    return Counter({k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)})
+
+
+@dataclass
+class TraceFile:
+    """gitfleet's spans appended to a JSON-lines file by every process; `mark()` starts a new
+    count (only `gitfleet.*` spans are kept, and only the fields the phases read)."""
+
+    path: Path
+    offset: int = 0
+    spans: list[dict[str, Any]] = field(default_factory=list)
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+        self.spans = []
+
+    def read(self) -> list[dict[str, Any]]:
+        """Spans written since `mark()` (whole lines only)."""
+        if not self.path.exists():
+            return self.spans
+        with self.path.open("rb") as source:
+            source.seek(self.offset)
+            data = source.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        self.spans += [_slim(json.loads(line)) for line in data[:end].splitlines() if OURS in line]
+        return self.spans
+
+    def count(self, name: str, where: Callable[[dict[str, Any]], bool] = lambda s: True) -> int:
+        return sum(1 for s in self.read() if s.get("name") == name and where(s))
+
+    def settle(self, *, quiet_for: float = 6.0, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until nothing was appended for `quiet_for` seconds (batch span processors
+        export every 5 s), then read."""
+        deadline = time.monotonic() + timeout
+        size, changed = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            now_size = self.path.stat().st_size if self.path.exists() else 0
+            if now_size != size:
+                size, changed = now_size, time.monotonic()
+            elif time.monotonic() - changed >= quiet_for:
+                break
+            time.sleep(0.5)
+        return self.read()
+
+
+def _slim(span: dict[str, Any]) -> dict[str, Any]:
+    """The fields the phases read: the resource, events and links are dropped (memory)."""
+    keep = ("name", "context", "parent_id", "start_time", "end_time", "attributes")
+    return {k: span.get(k) for k in keep}
+
+
+def is_uncached_render(span: Mapping[str, Any]) -> bool:
+    """A `gitfleet.render` span whose render really ran (not served from the render cache)."""
+    return (span.get("attributes") or {}).get("gitfleet.cached") is False
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def span_seconds(span: Mapping[str, Any]) -> float:
+    return _stamp(span["end_time"]) - _stamp(span["start_time"])
+
+
+def stage_breakdown(spans: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """count, mean milliseconds and total seconds of each `gitfleet.*` span name."""
+    totals: dict[str, list[float]] = {}
+    for span in spans:
+        if str(span.get("name", "")).startswith("gitfleet."):
+            totals.setdefault(span["name"], []).append(span_seconds(span))
+    return {
+        name: {
+            "count": len(found),
+            "mean_ms": round(1000 * sum(found) / len(found), 2),
+            "total_s": round(sum(found), 3),
+        }
+        for name, found in sorted(totals.items())
+    }
+
+
+REQUEST_SPANS = ("gitfleet.api.enqueue", "gitfleet.scheduler.interval")
+
+
+def queue_waits(spans: Iterable[Mapping[str, Any]]) -> list[float]:
+    """Seconds from each sync request's span (the API's enqueue, or the scheduler's) to the
+    start of the sync it caused."""
+    spans = list(spans)
+    enqueued = {
+        s["context"]["span_id"]: _stamp(s["end_time"])
+        for s in spans
+        if s.get("name") in REQUEST_SPANS
+    }
+    return [
+        _stamp(s["start_time"]) - enqueued[s["parent_id"]]
+        for s in spans
+        if s.get("name") == "gitfleet.sync" and s.get("parent_id") in enqueued
+    ]

@@ -1,0 +1,106 @@
+"""Phases 6 and 7b: the shard map as workers join and leave, and what tracing costs.
+
+Sharding reads the live shard map the way every process computes it (`fleet.instances.
+OwnerMap`, over the registered instances and the live workers) with the configured W workers,
+after starting worker W+1, and after stopping worker-1 (SIGTERM: it finishes its job and
+deregisters). Balance is max/mean instances per worker (`fleet.sharding.load_stats`); movement
+is the share of instances whose owner changed (`fleet.sharding.moved_share`). The coordinator's
+own /metrics (`gitfleet_worker_apps`) is read beside it as a cross-check.
+
+Tracing: four cold syncs of fresh app subsets (`loadtest.phases.cold_start`), the workers
+started for each with the span exporter on (GITFLEET_TRACE_FILE) or off, in the order on,
+off, off, on, so a drift of the shared machine over time weighs on both sides alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleet.instances import OwnerMap
+from fleet.sharding import load_stats, moved_share
+from loadtest.context import Run
+from loadtest.fleetrun import PREFIX
+from loadtest.phases import cold_start, timeout_for
+from loadtest.workload import App
+
+TRACING_ORDER = (True, False, False, True)
+
+
+def sharding(run: Run) -> None:
+    fleet, names = run.fleet, run.params.worker_names()
+    fleet.wait_idle(timeout=timeout_for(len(run.apps)))
+    owners = OwnerMap(fleet.redis, prefix=PREFIX)
+    before, metrics = owners.current(), worker_apps(run.api.metrics())
+    extra, leaver = f"worker-{len(names) + 1}", names[0]
+    fleet.start_worker(extra)
+    fleet.wait_live({*names, extra})
+    joined = owners.current()
+    fleet.stop_worker(leaver)
+    fleet.wait_live({*names, extra} - {leaver})
+    left = owners.current()
+    states = {
+        "before": (before, names),
+        "after join": (joined, [*names, extra]),
+        "after leave": (left, [n for n in [*names, extra] if n != leaver]),
+    }
+    counts = {}
+    for state, (assignment, workers) in states.items():
+        ratio, counts[state] = load_stats(assignment, workers)
+        suffix = "" if state == "before" else "_" + state.replace("after ", "after_")
+        run.add(f"shard_max_over_mean{suffix}", ratio, "max / mean instances per worker")
+    run.add("shard_moved_share_join", moved_share(before, joined), "share of instances moved")
+    run.add("shard_moved_share_leave", moved_share(joined, left), "share of instances moved")
+    run.add("shard_moved_ideal_share", 1 / (len(names) + 1), "1 / (W + 1)")
+    run.details["sharding"] = {
+        **counts,
+        "instances": len(before),
+        "joined": extra,
+        "left": leaver,
+        "metrics_worker_apps_before": metrics,
+    }
+
+
+def worker_apps(text: str) -> dict[str, int]:
+    """`gitfleet_worker_apps{worker}` from the coordinator's /metrics."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "gitfleet_worker_apps":
+                found[sample.labels["worker"]] = int(sample.value)
+    return found
+
+
+def tracing(run: Run) -> None:
+    rows = [
+        traced_cold_sync(run, subset, enabled=enabled)
+        for enabled, subset in zip(TRACING_ORDER, run.subsets, strict=True)
+    ]
+    on = [r for r in rows if r["tracing"]]
+    off = [r for r in rows if not r["tracing"]]
+    on_rate, off_rate = _mean(on, "objects_per_s"), _mean(off, "objects_per_s")
+    run.add("tracing_on_objects_per_s", on_rate, "objects/s (mean of 2 cold syncs)")
+    run.add("tracing_off_objects_per_s", off_rate, "objects/s (mean of 2 cold syncs)")
+    unit = "share of throughput lost with the span exporter on (negative: within noise)"
+    run.add("tracing_overhead_share", 1 - on_rate / off_rate, unit)
+    cpu_on, cpu_off = _mean(on, "worker_cpu_ms_per_object"), _mean(off, "worker_cpu_ms_per_object")
+    run.add("tracing_cpu_overhead_share", cpu_on / cpu_off - 1, "extra worker CPU per object")
+    run.details["tracing"] = {"rounds": rows}
+
+
+def traced_cold_sync(run: Run, subset: list[App], *, enabled: bool) -> dict[str, Any]:
+    """A cold sync of `subset` (fresh apps) with the workers started with tracing `enabled`."""
+    cold = cold_start(run, subset, tracing=enabled)
+    objects = len(subset) * run.params.objects_per_app
+    return {
+        "tracing": enabled,
+        "apps": len(subset),
+        "seconds": round(cold.seconds, 3),
+        "objects_per_s": round(objects / cold.seconds, 2),
+        "worker_cpu_ms_per_object": round(1000 * cold.cpu["workers"] / objects, 3),
+    }
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(float(r[key]) for r in rows) / max(len(rows), 1)
