@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 import orjson
 import urllib3
 
-from fleet.kube import ApiResource, _auth_headers, _ssl_context
+from fleet.kube import FIELD_MANAGER, ApiResource, _auth_headers, _ssl_context
 from fleet.kubeconfig import ClusterConfig
 from fleet.model import Manifest
 
@@ -140,7 +140,7 @@ class Watch:
         items = {_key(obj): self._typed(obj) for obj in body.get("items", [])}
         with self._lock:
             baseline, old = not self.cache, self.cache
-            self.cache = items
+            self.cache = {key: compact(obj) for key, obj in items.items()}
         if not baseline:
             for event in _changes(old, items):
                 on_event(event)
@@ -199,8 +199,28 @@ class Watch:
             if kind == "DELETED":
                 return self.cache.pop(_key(obj), None)
             old = self.cache.get(_key(obj))
-            self.cache[_key(obj)] = obj
+            self.cache[_key(obj)] = compact(obj)
             return old
+
+
+KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation", "labels")
+KEPT_ANNOTATIONS = ("gitfleet.io/tracking", "gitfleet.io/self-heal")
+
+
+def compact(obj: Manifest) -> Manifest:
+    """What the cache keeps of an object: identity, version, ownership marks and gitfleet's own
+    managedFields entries (what drift detection compares). Bodies, status and other managers'
+    field sets are dropped: they are most of an object's bytes and nothing reads them here."""
+    meta = obj.get("metadata") or {}
+    kept: dict[str, Any] = {k: meta[k] for k in KEPT_METADATA if k in meta}
+    notes = meta.get("annotations") or {}
+    marks = {k: notes[k] for k in KEPT_ANNOTATIONS if k in notes}
+    if marks:
+        kept["annotations"] = marks
+    ours = [e for e in meta.get("managedFields") or [] if e.get("manager") == FIELD_MANAGER]
+    if ours:
+        kept["managedFields"] = ours
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
