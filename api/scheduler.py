@@ -190,11 +190,21 @@ class Scheduler:
         self.lock.release(LOCK_NAME, self.holder)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.period):
+        pause = self.period
+        while not self._stop.wait(pause):
+            started = time.monotonic()
             try:
                 self.tick()
             except Exception:
                 log.exception("scheduler tick failed")
+            pause = next_pause(self.period, time.monotonic() - started)
+
+
+def next_pause(period: float, tick_seconds: float) -> float:
+    """The wait before the next tick: the period, stretched so ticks take at most a fifth of
+    the time. A tick reads every app; with 10,000 apps it costs a noticeable share of a core,
+    and a scheduler that ran back to back would starve the API it shares a process with."""
+    return max(period, 4.0 * tick_seconds)
 
 
 def _utc(now: float) -> datetime:
