@@ -254,8 +254,8 @@ class Store:
             raise InvalidReference("dependsOn", "makes a cycle: " + " -> ".join(cycle))
 
     def _cycle_through(self, record: AppRecord) -> list[str]:
-        """A dependency path from `record` back to itself, if its depends_on makes one."""
-        graph = {a.name: a.depends_on for a in self.list_apps()} | {record.name: record.depends_on}
+        """A dependency path from `record` back to itself, if its depends_on makes one.
+        Walks only the apps reachable from it, so creating an app stays O(1) in the fleet."""
         stack = [(dep, [record.name, dep]) for dep in record.depends_on]
         seen: set[str] = set()
         while stack:
@@ -264,8 +264,14 @@ class Store:
                 return path
             if name not in seen:
                 seen.add(name)
-                stack.extend((dep, [*path, dep]) for dep in graph.get(name, ()))
+                stack.extend((dep, [*path, dep]) for dep in self._depends_on(name))
         return []
+
+    def _depends_on(self, name: str) -> tuple[str, ...]:
+        try:
+            return tuple(self.get_app(name).depends_on)
+        except NotFound:
+            return ()
 
     def get_app(self, name: str) -> AppRecord:
         raw = self._read(self.keys.app(name))
