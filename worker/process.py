@@ -117,8 +117,15 @@ class Housekeeper:
             self.runtime.dispatcher.pump(now)
         if self.selfheal is not None:
             if self._is_due("refresh", now, REFRESH_EVERY):
+                started = time.monotonic()
                 self.selfheal.refresh()
+                self._stretch("refresh", now, time.monotonic() - started)
             self.selfheal.flush(now)
+
+    def _stretch(self, what: str, now: float, took: float) -> None:
+        """A refresh reads every app and status; with thousands of apps it is slow, so space
+        the next one out until refreshing takes at most a fifth of the time (syncs need it)."""
+        self._due[what] = max(self._due[what], now + 4.0 * took)
 
     def _is_due(self, what: str, now: float, every: float) -> bool:
         if now < self._due[what]:
