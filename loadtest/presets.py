@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, help="worker processes (2)")
     parser.add_argument("--commits", type=int, help="monorepo commits to time (20)")
     parser.add_argument(
-        "--tracing-apps", type=int, help="apps per tracing on/off round (apps/4, at most 200)"
+        "--tracing-apps", type=int, help="apps per tracing on/off round (apps/2, at most 200)"
     )
     parser.add_argument(
         "--create-concurrency",
@@ -81,7 +81,7 @@ def resolve(args: argparse.Namespace) -> Params:
     for name in ("apps", "objects_per_app", "clusters", "workers", "commits"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    tracing = args.tracing_apps or max(min(values["apps"] // 4, MAX_TRACING_APPS), 5)
+    tracing = args.tracing_apps or max(min(values["apps"] // 2, MAX_TRACING_APPS), 5)
     params = Params(
         **values,
         tracing_apps=tracing,
