@@ -110,7 +110,7 @@ class Scheduler:
         last = self._last()
         clusters = self.store.list_clusters()
         dispatched, blocked, current = [], {}, set()
-        for app in self.store.list_apps():
+        for app in self.store.list_apps_cached():
             if not app.sync_policy.automated or app.deleting:
                 continue
             targets = self.store.instances(app, clusters)

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.prune import LabelledIndex
 from fleet.render import Renderer
 from fleet.source import SourceCache
 
@@ -23,6 +24,7 @@ def default_cache_dir() -> Path:
 class SyncCaches:
     source: SourceCache
     renderer: Renderer
+    labelled: LabelledIndex | None = None  # a worker's watches; one-shot commands LIST
 
     @classmethod
     def at(cls, root: Path | None = None) -> SyncCaches:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from fleet.errors import KubeApiError, PruneError
 from fleet.inventory import InventoryEntry
@@ -228,18 +228,53 @@ def _list_labelled(kube: KubeClient, kind: tuple[str, str], selector: str) -> li
         raise
 
 
-def find_labelled(kube: KubeClient, app: str, kinds: Iterable[tuple[str, str]]) -> list[Manifest]:
+class LabelledIndex(Protocol):
+    """A watch-backed view of labelled objects (a worker's watches), which saves a LIST."""
+
+    def labelled(
+        self, cluster: str, api_version: str, kind: str, app: str
+    ) -> list[Manifest] | None:
+        """Objects of the kind labelled with `app` on `cluster`; None when it cannot tell."""
+        ...
+
+
+def find_labelled(
+    kube: KubeClient,
+    app: str,
+    kinds: Iterable[tuple[str, str]],
+    *,
+    index: LabelledIndex | None = None,
+    desired: Collection[ObjectRef] = (),
+) -> list[Manifest]:
     """Objects labelled `gitfleet.io/app=<app>` of the (apiVersion, kind) pairs, all namespaces.
 
     Kinds the server no longer serves are skipped. An object seen under two versions of its
-    kind is returned once.
+    kind is returned once. With an `index`, kinds it can answer cost no request: a label LIST
+    makes the server filter every object of the kind, which with thousands of apps on a cluster
+    is most of a sync's server time. The index may lag by an event, so the objects it returns
+    that are not `desired` (the prune candidates) are read again with a GET; desired ones are
+    only counted as seen.
     """
     selector = f"{APP_LABEL}={validate_app_name(app)}"
-    lists = _concurrently(lambda kind: _list_labelled(kube, kind, selector), sorted(set(kinds)))
+    unique = sorted(set(kinds))
+    answered = {k: index.labelled(kube.name, k[0], k[1], app) if index else None for k in unique}
+    listed = _concurrently(
+        lambda kind: _list_labelled(kube, kind, selector),
+        [k for k in unique if answered[k] is None],
+    )
+    wanted = {key_of(r) for r in desired}
+    cached = [o for k in unique for o in answered[k] or []]
+    stale = [ObjectRef.of(o) for o in cached if key_of(ObjectRef.of(o)) not in wanted]
+    fresh = [o for o in _concurrently(kube.get, stale) if o is not None and _is_labelled(o, app)]
     found: dict[Key, Manifest] = {}
-    for obj in (obj for objects in lists for obj in objects):
+    kept = (o for o in cached if key_of(ObjectRef.of(o)) in wanted)
+    for obj in (*kept, *fresh, *(obj for objects in listed for obj in objects)):
         found.setdefault(key_of(ObjectRef.of(obj)), obj)
     return list(found.values())
+
+
+def _is_labelled(obj: Manifest, app: str) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(APP_LABEL) == app
 
 
 def read_live(

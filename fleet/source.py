@@ -21,7 +21,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,12 @@ from urllib.parse import urlsplit, urlunsplit
 from dulwich.client import GitClient, HTTPUnauthorized, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 from dulwich.object_store import iter_tree_contents, tree_lookup_path
-from dulwich.objects import Commit, ObjectID, Tag, Tree
+from dulwich.objects import Commit, ObjectID, ShaFile, Tag, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from fleet.errors import SourceError
+from fleet.gitobjects import ParsedObjects
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ _SHORT_SHA = re.compile(r"[0-9a-f]{4,39}")
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _MIRRORED = (b"refs/heads/", b"refs/tags/")
 _HEAD = Ref(b"HEAD")
+_Getter = Callable[[bytes], ShaFile]
 
 
 @dataclass(frozen=True)
@@ -77,29 +79,32 @@ class Entry:
 class Snapshot:
     """Read-only view of one resolved commit on an open repository; no checkout."""
 
-    def __init__(self, repo: Repo, resolved: Resolved) -> None:
+    def __init__(
+        self, repo: Repo, resolved: Resolved, objects: ParsedObjects | None = None
+    ) -> None:
         self.repo = repo
         self.resolved = resolved
+        self._get = (objects or ParsedObjects(max_objects=64)).getter(repo)
 
     def tree_id(self, path: str) -> str:
         """Hex id of the tree at `path` ("" or "." for the root)."""
-        return _tree_at(self.repo, self.resolved, path).id.decode()
+        return _tree_at(self._get, self.resolved, path).id.decode()
 
     def read_tree(self, path: str) -> dict[str, bytes]:
         """Every regular file under `path`, keyed by its path relative to `path`; symlinks
         and submodules are skipped."""
-        return dict(_walk_files(self.repo, _tree_at(self.repo, self.resolved, path)))
+        return dict(_walk_files(self.repo, _tree_at(self._get, self.resolved, path)))
 
     def read_file(self, path: str) -> bytes | None:
         """The content of one file, or None when there is no regular file at `path`."""
-        found = _lookup(self.repo, self.resolved, path)
+        found = _lookup(self._get, self.resolved, path)
         if found is None or not stat.S_ISREG(found[0]):
             return None
         return self.repo[found[1]].as_raw_string()
 
     def entry(self, path: str) -> Entry | None:
         """What is at `path` (a directory or a file, and its object id), or None."""
-        found = _lookup(self.repo, self.resolved, path)
+        found = _lookup(self._get, self.resolved, path)
         if found is None:
             return None
         return Entry(is_dir=stat.S_ISDIR(found[0]), id=found[1].decode())
@@ -137,6 +142,7 @@ class SourceCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.fetches = 0  # network fetches done by this instance (tests and benchmarks count)
+        self.objects = ParsedObjects()
         self._fetched_at: dict[str, float] = {}
 
     def resolve(
@@ -169,7 +175,7 @@ class SourceCache:
     def snapshot(self, resolved: Resolved) -> Iterator[Snapshot]:
         """Open the resolved commit once for many reads (the repository closes on exit)."""
         with _open_local(str(self.repo_dir(resolved.url))) as repo:
-            yield Snapshot(repo, resolved)
+            yield Snapshot(repo, resolved, self.objects)
 
     def tree_id(self, resolved: Resolved, path: str) -> str:
         """Hex id of the tree at `path` ("" or "." for the root) in the resolved commit."""
@@ -409,20 +415,20 @@ def _clean_path(path: str) -> str:
     return "/".join(parts)
 
 
-def _lookup(repo: Repo, resolved: Resolved, path: str) -> tuple[int, bytes] | None:
-    commit = _commit(repo, resolved)
+def _lookup(get: _Getter, resolved: Resolved, path: str) -> tuple[int, bytes] | None:
+    commit = _commit(get, resolved)
     clean = _clean_path(path)
     if not clean:
         return stat.S_IFDIR, commit.tree
     try:
-        return tree_lookup_path(repo.__getitem__, commit.tree, clean.encode())
+        return tree_lookup_path(get, commit.tree, clean.encode())
     except KeyError:
         return None
 
 
-def _commit(repo: Repo, resolved: Resolved) -> Commit:
+def _commit(get: _Getter, resolved: Resolved) -> Commit:
     try:
-        commit = repo[resolved.commit.encode()]
+        commit = get(resolved.commit.encode())
     except KeyError:
         commit = None
     if not isinstance(commit, Commit):
@@ -432,12 +438,12 @@ def _commit(repo: Repo, resolved: Resolved) -> Commit:
     return commit
 
 
-def _tree_at(repo: Repo, resolved: Resolved, path: str) -> Tree:
+def _tree_at(get: _Getter, resolved: Resolved, path: str) -> Tree:
     where = f"commit {resolved.commit[:12]} of {resolved.url} (revision {resolved.revision!r})"
-    found = _lookup(repo, resolved, path)
+    found = _lookup(get, resolved, path)
     if found is None:
         raise SourceError(f"path {path!r} not found in {where}")
-    tree = repo[found[1]]
+    tree = get(found[1])
     if not isinstance(tree, Tree):
         raise SourceError(f"path {path!r} is a file, not a directory, in {where}")
     return tree

@@ -17,6 +17,7 @@ Status and history (`fleet.synclog`) and tokens (`fleet.tokens`) live in their o
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -66,6 +67,8 @@ class Store:
         self.keys = Keys(prefix)
         self.log = SyncLog(redis, self.keys)
         self.tokens = Tokens(redis, self.keys)
+        self._apps_cache: tuple[bytes | None, list[AppRecord]] = (None, [])
+        self._apps_lock = threading.Lock()
 
     def _transact(self, check: Callable[[], None], write: Callable[[Pipeline], None]) -> None:
         transact(self.redis, self.keys, check, write)
@@ -282,6 +285,16 @@ class Store:
     def list_apps(self) -> list[AppRecord]:
         return self._load_all(AppRecord, self.keys.apps, self.keys.app)
 
+    def list_apps_cached(self) -> list[AppRecord]:
+        """`list_apps`, re-read only when the registry generation moved: a loop over 10,000
+        apps (scheduler tick, worker refresh) then costs one GET while nothing changes. The
+        generation is read first, so a write racing the read only causes one more re-read."""
+        generation = self.generation()
+        with self._apps_lock:
+            if generation is None or generation != self._apps_cache[0]:
+                self._apps_cache = (generation, self.list_apps())
+            return list(self._apps_cache[1])
+
     def git_credentials(self, app: str) -> GitCredentials | None:
         """Decrypted git credentials of an app: for workers, never for a response."""
         raw = self._read(self.keys.app_credentials(app))
@@ -331,6 +344,14 @@ class Store:
 
     def get_status(self, app: str, cluster: str) -> dict[str, Any] | None:
         return self.log.get_status(app, cluster)
+
+    def many_statuses(self, instances: list[tuple[str, str]]) -> list[dict[str, Any] | None]:
+        """The status of each (app, cluster), in order, in one round trip."""
+        return self.log.many_statuses(instances)
+
+    def generation(self) -> bytes | None:
+        """Changes with every registry write (apps, clusters, projects), never otherwise."""
+        return self._read(self.keys.generation)
 
     def add_history(self, app: str, cluster: str, record: dict[str, Any], keep: int = 50) -> None:
         self.log.add_history(app, cluster, record, keep)

@@ -146,7 +146,16 @@ def _stages(
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
     if req.dry_run:
         state.record_preview(decisions, plan)
-        _prune(state, kube, plan, inventory, deadline=deadline, progress=None, execute=False)
+        _prune(
+            state,
+            kube,
+            plan,
+            inventory,
+            deadline=deadline,
+            progress=None,
+            execute=False,
+            index=caches.labelled,
+        )
         return
     # 5. apply: wave by wave, each waiting for health before the next
     with _stage(state, "apply") as span:
@@ -154,7 +163,15 @@ def _stages(
         span.set_attribute("gitfleet.writes", applier.writes)
     # 6. prune: what this app owned before and no longer declares
     with _stage(state, "prune", enabled=req.prune) as span:
-        pruned = _prune(state, kube, plan, inventory, deadline=deadline, progress=progress)
+        pruned = _prune(
+            state,
+            kube,
+            plan,
+            inventory,
+            deadline=deadline,
+            progress=progress,
+            index=caches.labelled,
+        )
         span.set_attribute("gitfleet.pruned", len(pruned.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
     with _stage(state, "record"):
@@ -270,13 +287,16 @@ def _prune(
     deadline: float,
     progress: Progress | None,
     execute: bool = True,
+    index: prune.LabelledIndex | None = None,
 ) -> PrunePlan:
 
     desired = {s.ref for w in plan.waves for s in w.steps}
     hooks = _hook_refs(plan)
     kinds = {(r.api_version, r.kind) for r in desired if r not in hooks}
     kinds |= {(e.ref.api_version, e.ref.kind) for e in inventory or []}
-    labelled = prune.find_labelled(kube, state.request.app, sorted(kinds))
+    labelled = prune.find_labelled(
+        kube, state.request.app, sorted(kinds), index=index, desired=desired
+    )
     live: dict[ObjectRef, Manifest | None] = {
         ObjectRef.of(o): o for o in labelled if ObjectRef.of(o) not in desired
     }

@@ -40,6 +40,13 @@ class SyncLog:
         raw = self.redis.hget(self.keys.status(app), cluster)
         return json.loads(raw) if isinstance(raw, bytes) else None
 
+    def many_statuses(self, instances: list[tuple[str, str]]) -> list[dict[str, Any] | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for app, cluster in instances:
+            pipe.hget(self.keys.status(app), cluster)
+        raws = pipe.execute() if instances else []
+        return [json.loads(raw) if isinstance(raw, bytes) else None for raw in raws]
+
     def statuses(self, app: str) -> dict[str, dict[str, Any]]:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.keys.status(app))  # type: ignore[assignment]
         return {key.decode(): json.loads(value) for key, value in raw.items()}

@@ -72,12 +72,15 @@ class Watch:
         resource: ApiResource,
         *,
         label_selector: str,
+        index_label: str = "",
         server_timeout: int = 290,
         read_timeout: float = 60.0,
     ) -> None:
         self.config = config
         self.resource = resource
         self.label_selector = label_selector
+        self.index_label = index_label  # cached objects are also found by this label's value
+        self._by_label: dict[str, set[Key]] = {}
         self.server_timeout = server_timeout
         self.read_timeout = read_timeout
         self.cache: dict[Key, Manifest] = {}
@@ -100,6 +103,15 @@ class Watch:
         """The last state seen of one object (None when not seen or deleted)."""
         with self._lock:
             return self.cache.get((namespace, name))
+
+    def labelled(self, value: str) -> list[Manifest] | None:
+        """Cached objects whose `index_label` is `value`; None while the watch is not in step
+        (then the cache may miss changes, and the caller must ask the server)."""
+        with self._lock:
+            if not self.in_step:
+                return None
+            keys = self._by_label.get(value, set())
+            return [self.cache[k] for k in keys if k in self.cache]
 
     def run(self, on_event: Callable[[Event], None]) -> None:
         """List, then watch until `stop()`; errors are logged and the watch starts over."""
@@ -141,6 +153,9 @@ class Watch:
         with self._lock:
             baseline, old = not self.cache, self.cache
             self.cache = {key: compact(obj) for key, obj in items.items()}
+            self._by_label = {}
+            for key, obj in self.cache.items():
+                self._index(key, None, obj)
         if not baseline:
             for event in _changes(old, items):
                 on_event(event)
@@ -195,12 +210,29 @@ class Watch:
         return version
 
     def _remember(self, kind: str, obj: Manifest) -> Manifest | None:
+        key = _key(obj)
         with self._lock:
-            if kind == "DELETED":
-                return self.cache.pop(_key(obj), None)
-            old = self.cache.get(_key(obj))
-            self.cache[_key(obj)] = compact(obj)
+            old = self.cache.pop(key, None)
+            new = None if kind == "DELETED" else compact(obj)
+            if new is not None:
+                self.cache[key] = new
+            self._index(key, old, new)
             return old
+
+    def _index(self, key: Key, old: Manifest | None, new: Manifest | None) -> None:
+        if not self.index_label:
+            return
+        before, after = _label(old, self.index_label), _label(new, self.index_label)
+        if before == after:
+            return
+        if before is not None:
+            keys = self._by_label.get(before)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_label[before]
+        if after is not None:
+            self._by_label.setdefault(after, set()).add(key)
 
 
 KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation", "labels")
@@ -221,6 +253,13 @@ def compact(obj: Manifest) -> Manifest:
     if ours:
         kept["managedFields"] = ours
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
+def _label(obj: Manifest | None, name: str) -> str | None:
+    if obj is None:
+        return None
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(name)
+    return None if value is None else str(value)
 
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:

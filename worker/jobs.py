@@ -209,6 +209,8 @@ def _sync(
         worker=runtime.name,
     )
     status.write_sync(runtime.store, record)
+    if runtime.watcher is not None:
+        runtime.watcher.declare(instance_key(app.name, cluster), record["resources"])
     if result.error:
         record["retry_in_s"] = _retry(runtime, app, cluster, intent)
     outcome = record["result"] + (f": {result.error}" if result.error else "")

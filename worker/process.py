@@ -165,6 +165,7 @@ class WorkerProcess:
         self.runtime = Runtime(settings, self.redis)
         self.selfheal = SelfHeal(self.runtime) if settings.self_heal else None
         self.runtime.watcher = self.selfheal
+        self.runtime.caches.labelled = self.selfheal
         self.rq = FleetWorker(self.runtime)
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()

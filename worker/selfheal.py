@@ -30,13 +30,14 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import propagate
 
 from fleet import telemetry
 from fleet.errors import FleetError
 from fleet.instances import instance_key, split_instance
-from fleet.model import ObjectRef
+from fleet.model import Manifest, ObjectRef
 from fleet.records import AppRecord
 from fleet.sharding import NoWorkers
 from fleet.tracking import APP_LABEL, is_self_heal_disabled
@@ -48,6 +49,7 @@ from worker.runtime import Runtime
 log = logging.getLogger("gitfleet.selfheal")
 
 WatchKey = tuple[str, str, str]  # cluster, apiVersion, kind
+FULL_RELOAD_EVERY = 60.0  # seconds between refreshes that re-read every app and status
 
 
 @dataclass
@@ -75,6 +77,9 @@ class SelfHeal:
         self.touched: dict[str, float] = {}  # instance -> time of the last event on its objects
         self._lock = threading.Lock()
         self._healing_apps: set[str] = set()
+        self._status_objects: dict[str, set[ObjectRef]] = {}  # instance -> from its status
+        self._full_reload_at = 0.0
+        self._declared_meanwhile: set[str] = set()  # declared while a refresh was reading
         self.seen: Counter[str] = Counter()  # events by verdict: drift, paused, ignored
 
     # -- what to watch ------------------------------------------------------------------------
@@ -101,29 +106,61 @@ class SelfHeal:
 
     def _owned_declarations(self) -> dict[str, set[ObjectRef]]:
         """instance -> the objects its last sync declared, for every instance this worker owns
-        (self-heal apps heal from the events; the others use them for quiet periodic checks)."""
+        (self-heal apps heal from the events; the others use them for quiet periodic checks).
+
+        Incremental, so a refresh stays cheap with thousands of apps: app records are re-read
+        only when the registry generation moved (`Store.list_apps_cached`), and statuses only
+        for instances this worker has not seen yet (its own syncs report theirs through
+        `declare`). Every `FULL_RELOAD_EVERY` seconds everything is read again, which picks up
+        statuses another worker wrote while an instance moved between shards."""
         try:
             shard = self.runtime.dispatcher.owners.current()
         except NoWorkers:
             return {}
-        apps = {a.name: a for a in self.runtime.store.list_apps()}
-        found = {}
-        self._healing_apps = set()
+        now = time.monotonic()
+        full = now >= self._full_reload_at
+        if full:
+            self._full_reload_at = now + FULL_RELOAD_EVERY
+        apps = self._apps(force=full)
+        owned = []
+        healing = set()
         for instance, worker in shard.items():
-            app, cluster = split_instance(instance)
+            app, _ = split_instance(instance)
             record = apps.get(app)
             if worker == self.runtime.name and record and not record.deleting:
-                found[instance] = self._declared_objects(app, cluster)
+                owned.append(instance)
                 if _heals(record):
-                    self._healing_apps.add(instance)
-        return found
+                    healing.add(instance)
+        with self._lock:
+            self._declared_meanwhile = set()
+            missing = owned if full else [i for i in owned if i not in self._status_objects]
+        loaded = self._load_declared(missing)
+        with self._lock:
+            current, fresh = self._status_objects, self._declared_meanwhile
+            self._status_objects = {
+                i: current.get(i, set()) if i in fresh or i not in loaded else loaded[i]
+                for i in owned
+            }
+            self._healing_apps = healing
+            return dict(self._status_objects)
 
-    def _declared_objects(self, app: str, cluster: str) -> set[ObjectRef]:
-        resources = (self.runtime.store.get_status(app, cluster) or {}).get("resources") or []
+    def declare(self, instance: str, resources: list[dict[str, Any]]) -> None:
+        """What this worker's own sync of `instance` just declared (saves a status read)."""
+        with self._lock:
+            self._status_objects[instance] = _declared_refs(resources)
+            self._declared_meanwhile.add(instance)
+            if instance in self._declared:
+                self._declared[instance] = self._status_objects[instance]
+
+    def _apps(self, *, force: bool) -> dict[str, AppRecord]:
+        store = self.runtime.store
+        return {a.name: a for a in (store.list_apps() if force else store.list_apps_cached())}
+
+    def _load_declared(self, instances: list[str]) -> dict[str, set[ObjectRef]]:
+        statuses = self.runtime.store.many_statuses([split_instance(i) for i in instances])
         return {
-            ObjectRef(r["group"], r["version"], r["kind"], r["namespace"], r["name"])
-            for r in resources
-            if r.get("action") not in ("pruned", "failed") and r.get("kind")
+            i: _declared_refs((found or {}).get("resources") or [])
+            for i, found in zip(instances, statuses, strict=True)
         }
 
     def _ensure_watch(self, key: WatchKey) -> None:
@@ -139,7 +176,7 @@ class SelfHeal:
             return
         if running is not None:
             self._stop_watch(key)
-        watch = Watch(kube.config, resource, label_selector=APP_LABEL)
+        watch = Watch(kube.config, resource, label_selector=APP_LABEL, index_label=APP_LABEL)
         thread = threading.Thread(
             target=watch.run,
             args=(lambda event: self.on_event(cluster, event),),
@@ -162,6 +199,14 @@ class SelfHeal:
     def watch_cache(self, cluster: str, api_version: str, kind: str) -> Watch | None:
         running = self._watches.get((cluster, api_version, kind))
         return running.watch if running else None
+
+    def labelled(
+        self, cluster: str, api_version: str, kind: str, app: str
+    ) -> list[Manifest] | None:
+        """`fleet.prune.LabelledIndex`: the objects of `app` this worker's watch of the kind
+        holds, so a sync's prune needs no label LIST; None when no watch is in step."""
+        running = self._watches.get((cluster, api_version, kind))
+        return running.watch.labelled(app) if running else None
 
     def quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> bool:
         """True when every kind of the instance has been watched without a gap since before
@@ -246,6 +291,14 @@ class SelfHeal:
             except FleetError as e:
                 log.warning("instance=%s self-heal not requested: %s", instance, e)
         log.info("instance=%s self-heal requested for drift of %s", instance, ", ".join(objects))
+
+
+def _declared_refs(resources: list[dict[str, Any]]) -> set[ObjectRef]:
+    return {
+        ObjectRef(r["group"], r["version"], r["kind"], r["namespace"], r["name"])
+        for r in resources
+        if r.get("action") not in ("pruned", "failed") and r.get("kind")
+    }
 
 
 def _heals(app: AppRecord) -> bool:

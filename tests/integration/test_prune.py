@@ -15,7 +15,8 @@ from fleet.inventory import MAX_DATA_BYTES, InventoryEntry, InventoryStore
 from fleet.kube import KubeClient
 from fleet.model import Manifest, ObjectRef
 from fleet.prune import PruneIncomplete, PrunePlan
-from fleet.tracking import mark
+from fleet.tracking import APP_LABEL, mark
+from fleet.watch import Watch
 from tests.support.wait import eventually
 
 HOLD = "example.com/hold"
@@ -281,3 +282,64 @@ def test_object_already_being_deleted_is_waited_on_not_deleted_again(
     outcomes = prune.execute(kube, pruning, timeout=30)
     assert [(o.ref, o.pruned) for o in outcomes] == [(ref, True)]
     assert kube.requests["DELETE"] == deletes
+
+
+# -- finding labelled objects from a watch-backed index ---------------------------------------
+
+
+class FixedIndex:
+    """An index that answers ConfigMaps from a list, as a lagging watch cache might."""
+
+    def __init__(self, objects: list[Manifest]) -> None:
+        self.objects = objects
+
+    def labelled(
+        self, cluster: str, api_version: str, kind: str, app: str
+    ) -> list[Manifest] | None:
+        return list(self.objects) if kind == "ConfigMap" else None
+
+
+def test_find_labelled_trusts_an_index_only_for_desired_objects(kube: KubeClient, namespace: str):
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    for name in ("mine", "orphan", "gone", "moved"):
+        kube.apply(configmap(namespace, name, app=app))
+    stale = [kube.get(cm_ref(namespace, n)) for n in ("mine", "orphan", "gone", "moved")]
+    kube.delete(cm_ref(namespace, "gone"))
+    kube.apply(configmap(namespace, "moved", app=f"{app}-other"))
+    index = FixedIndex([o for o in stale if o is not None])
+    kube.requests.clear()
+    found = prune.find_labelled(
+        kube, app, [("v1", "ConfigMap")], index=index, desired=[cm_ref(namespace, "mine")]
+    )
+    assert sorted(o["metadata"]["name"] for o in found) == ["mine", "orphan"]
+    assert kube.requests == {"GET": 3}  # orphan, gone, moved read again; no LIST; mine trusted
+    kube.requests.clear()
+    found = prune.find_labelled(kube, app, [("v1", "ConfigMap"), ("v1", "Secret")], index=index)
+    assert sorted(o["metadata"]["name"] for o in found) == ["mine", "orphan"]
+    assert kube.requests == {"GET": 5}  # four candidates, one LIST of the kind the index lacks
+
+
+def test_a_watch_indexes_its_cache_by_app_label(kube: KubeClient, namespace: str):
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    kube.apply(configmap(namespace, "first", app=app))
+    resource = kube.resource_for("v1", "ConfigMap")
+    watch = Watch(kube.config, resource, label_selector=APP_LABEL, index_label=APP_LABEL)
+    assert watch.labelled(app) is None  # not listed yet: it cannot tell
+    thread = threading.Thread(target=watch.run, args=(lambda event: None,), daemon=True)
+    thread.start()
+    try:
+
+        def names(value: str) -> list[str]:
+            return sorted(o["metadata"]["name"] for o in watch.labelled(value) or [])
+
+        eventually(lambda: names(app) == ["first"], timeout=10)
+        kube.apply(configmap(namespace, "second", app=app))
+        eventually(lambda: names(app) == ["first", "second"], timeout=10)
+        kube.apply(configmap(namespace, "first", app=f"{app}-other"))
+        eventually(lambda: names(app) == ["second"], timeout=10)
+        assert names(f"{app}-other") == ["first"]
+        kube.delete(cm_ref(namespace, "second"))
+        eventually(lambda: names(app) == [], timeout=10)
+    finally:
+        watch.stop()
+        thread.join(timeout=5)
