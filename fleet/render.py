@@ -63,6 +63,7 @@ class RenderResult:
     cache_key: str
     cached: bool
     renderer: str
+    inputs: tuple[str, ...] = ()  # repository paths the render read: the app path and more
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,12 @@ class Renderer:
             key = _cache_key(job)
             cached = self._load(key)
             if cached is not None:
-                return RenderResult(cached, key, True, job.renderer)
+                return RenderResult(cached, key, True, job.renderer, (job.path, *job.inputs))
             data = _encode(_run(job), job.path)
         self._store(key, data)
         with self._lock:
             self.renders += 1
-        return RenderResult(_decode(data), key, False, job.renderer)
+        return RenderResult(_decode(data), key, False, job.renderer, (job.path, *job.inputs))
 
     def _load(self, key: str) -> tuple[Manifest, ...] | None:
         with self._lock:

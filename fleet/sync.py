@@ -83,7 +83,16 @@ def fingerprint_of(request: SyncRequest, render_key: str) -> str:
     return hashlib.sha256(f"{render_key}|{knobs!r}".encode()).hexdigest()[:32]
 
 
-def desired_fingerprint(request: SyncRequest, *, caches: SyncCaches) -> str:
+@dataclasses.dataclass(frozen=True)
+class Desired:
+    """What stages 1 and 2 say about a request: its fingerprint, commit and render inputs."""
+
+    fingerprint: str
+    revision: str
+    inputs: tuple[str, ...]
+
+
+def desired_state(request: SyncRequest, *, caches: SyncCaches) -> Desired:
     """Stages 1 and 2 only (fetch, render from cache): the fingerprint a sync would record.
     Talks to git, never to the cluster, so a quiet periodic check costs no API request."""
     resolved = caches.source.resolve(
@@ -93,7 +102,7 @@ def desired_fingerprint(request: SyncRequest, *, caches: SyncCaches) -> str:
         max_age=request.fetch_max_age,
     )
     rendered = caches.renderer.render(caches.source, resolved, request.path, request.render)
-    return fingerprint_of(request, rendered.cache_key)
+    return Desired(fingerprint_of(request, rendered.cache_key), resolved.commit, rendered.inputs)
 
 
 def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> SyncState:
@@ -128,6 +137,7 @@ def _stages(
         rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
         state.rendered = not rendered.cached
         state.fingerprint = fingerprint_of(req, rendered.cache_key)
+        state.inputs = rendered.inputs
         span.set_attributes(
             {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
         )

@@ -80,6 +80,7 @@ class SyncResult:
     writes: int = 0
     stages: dict[str, float] = field(default_factory=dict)
     fingerprint: str = ""
+    inputs: tuple[str, ...] = ()  # repository paths the render read (`fleet.pushes`)
 
     @property
     def succeeded(self) -> bool:
@@ -100,5 +101,6 @@ class SyncResult:
             "writes": self.writes,
             "stages": dict(self.stages),
             "fingerprint": self.fingerprint,
+            "inputs": list(self.inputs),
             "resources": [r.to_json() for r in self.resources],
         }

@@ -32,6 +32,7 @@ class SyncState:
     decisions: dict[ObjectRef, Decision] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
     fingerprint: str = ""
+    inputs: tuple[str, ...] = ()
 
     def add(
         self, ref: ObjectRef, wave: int, action: Action, health_: Health, message: str = ""
@@ -94,4 +95,5 @@ class SyncState:
             writes=self.writes,
             stages=dict(self.stages),
             fingerprint=self.fingerprint,
+            inputs=self.inputs,
         )

@@ -26,14 +26,16 @@ from opentelemetry import context, propagate
 from rq import get_current_job
 
 from fleet import backoff, sync, telemetry
-from fleet.appsync import request_for
+from fleet.appsync import normalize_repo, request_for
 from fleet.errors import FleetError
 from fleet.instances import instance_key, split_instance
 from fleet.leases import LeaseBusy, LeaseLost
 from fleet.model import Health, SyncStatus
 from fleet.pending import Intent, Pending
+from fleet.pushes import SyncedAt
 from fleet.records import AppRecord, ProjectRecord
 from fleet.storekeys import NotFound
+from fleet.sync import Desired
 from fleet.syncmodel import SyncRequest, SyncResult
 from fleet.windows import evaluate
 from worker import quiet, status, teardown
@@ -197,8 +199,11 @@ def _sync(
     intent: Intent,
     requests: int,
 ) -> Outcome:
-    if intent.trigger in quiet.QUIET_TRIGGERS and _quiet(runtime, app, project, cluster, intent):
-        return quiet.write_checked(runtime, app.name, cluster)
+    if intent.trigger in quiet.QUIET_TRIGGERS:
+        desired = _quiet(runtime, app, project, cluster, intent)
+        if desired is not None:
+            _note_synced(runtime, app, cluster, SyncedAt(desired.revision, desired.inputs))
+            return quiet.write_checked(runtime, app.name, cluster)
     result = _run_engine(runtime, app, project, cluster, intent)
     record = status.sync_record(
         result,
@@ -211,6 +216,8 @@ def _sync(
     status.write_sync(runtime.store, record)
     if runtime.watcher is not None:
         runtime.watcher.declare(instance_key(app.name, cluster), record["resources"])
+    synced = SyncedAt(result.revision, result.inputs) if result.succeeded else None
+    _note_synced(runtime, app, cluster, synced)
     if result.error:
         record["retry_in_s"] = _retry(runtime, app, cluster, intent)
     outcome = record["result"] + (f": {result.error}" if result.error else "")
@@ -223,13 +230,19 @@ def _sync(
 
 def _quiet(
     runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
-) -> bool:
-    """Whether this periodic sync can be answered without touching the cluster."""
+) -> Desired | None:
+    """The desired state when this periodic sync can be answered without the cluster."""
     try:
         request = _request(runtime, app, project, cluster, intent)
     except FleetError:
-        return False
+        return None
     return quiet.unchanged(runtime, instance_key(app.name, cluster), quiet.periodic(request))
+
+
+def _note_synced(runtime: Runtime, app: AppRecord, cluster: str, at: SyncedAt | None) -> None:
+    """Tell the webhook handler what this instance matches (`fleet.pushes`)."""
+    repo = normalize_repo(app.source.repo)
+    runtime.pushes.note_synced(repo, instance_key(app.name, cluster), at)
 
 
 def _request(

@@ -34,21 +34,23 @@ def periodic(request: SyncRequest) -> SyncRequest:
     return request
 
 
-def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> bool:
-    """True when the periodic sync of `instance` would find nothing to do (see module doc)."""
+def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> sync.Desired | None:
+    """The desired state when the periodic sync of `instance` would find nothing to do (see
+    module doc); None when it must run."""
     if request.trigger not in QUIET_TRIGGERS or runtime.watcher is None:
-        return False
+        return None
     app, cluster = instance.split("@", 1)
     last = (runtime.store.get_status(app, cluster) or {}).get("last_sync") or {}
     if not _was_clean(last):
-        return False
+        return None
     since = datetime.fromisoformat(str(last["started"])).timestamp()
     if not runtime.watcher.quiet_since(instance, _kinds(last), since):
-        return False
+        return None
     try:
-        return bool(sync.desired_fingerprint(request, caches=runtime.caches) == last["fingerprint"])
+        desired = sync.desired_state(request, caches=runtime.caches)
     except FleetError:
-        return False
+        return None
+    return desired if desired.fingerprint == last["fingerprint"] else None
 
 
 def _was_clean(last: dict[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from fleet.caches import SyncCaches
 from fleet.dispatch import Dispatcher
 from fleet.kube import KubeClient
 from fleet.leases import Lease
+from fleet.pushes import PushLog
 from fleet.secrets import SecretBox
 from fleet.store import Store
 from worker.journal import Journal
@@ -48,6 +49,7 @@ class Runtime:
         self.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         self.caches = SyncCaches.at(settings.cache_dir)
         self.journal = Journal(redis, prefix=settings.prefix)
+        self.pushes = PushLog(redis, prefix=settings.prefix)
         self.watcher: SelfHeal | None = None  # set by the process once its watches run
         self.holder = f"{self.name}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._clients: dict[str, KubeClient] = {}

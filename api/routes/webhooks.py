@@ -9,9 +9,14 @@ An app matches when its repository names the pushed one (`fleet.appsync.normaliz
 HTTPS and SSH URLs agree) and its revision is the pushed branch or tag, or HEAD when the push
 went to the default branch. Only automated apps sync on a push (a manual app waits for a
 person, as in Argo CD), and only when their sync windows allow automated syncs; the answer
-lists the triggered apps and, with the reason, the matching ones skipped. An app whose path
-the push did not touch still gets a job, which renders nothing: the worker's render cache is
-keyed by the path's tree id.
+lists the triggered apps and, with the reason, the matching ones skipped.
+
+A push syncs only the instances it can change (`fleet.pushes`): when the payload lists the
+changed files, an instance whose last sync matched a commit on the chain of recorded pushes,
+and whose render read none of the changed paths, gets no job at all; the answer lists its app
+under `unchanged`. So a push to a monorepo of 10,000 apps costs one sync, not 10,000 checks.
+Without a file list (or after a forced push) every matching instance syncs, and the ones the
+push left alone answer from the worker's quiet check, rendering nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import blocked_reason, request_syncs
 from fleet.appsync import normalize_repo
+from fleet.instances import instance_key
+from fleet.pushes import Push, PushLog, changed_paths, unaffected
 from fleet.records import AppRecord
 from fleet.store import Store
 
@@ -77,23 +84,65 @@ def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, 
     pushed = pushed_commit(body)
     matching = [
         app
-        for app in store.list_apps()
+        for app in store.list_apps_cached()
         if normalize_repo(app.source.repo) in urls
         and revision_matches(app.source.revision, ref, default_branch)
     ]
-    triggered, skipped, jobs = [], [], []
+    clusters = store.list_clusters()
+    targets = {app.name: store.instances(app, clusters) for app in matching}
+    left_alone = _unaffected(store, matching, targets, ref, json.loads(body), pushed)
+    triggered, skipped, unchanged, jobs = [], [], [], []
     for app in matching:
-        reason = _skip_reason(store, app)
+        reason = _skip_reason(app, targets[app.name])
         if reason:
             skipped.append({"app": app.name, "reason": reason})
             continue
-        enqueued = request_syncs(
-            dispatcher, app, store.instances(app), trigger="webhook", revision=pushed
-        )
+        due = [c for c in targets[app.name] if instance_key(app.name, c) not in left_alone]
+        if not due:
+            unchanged.append(app.name)
+            continue
+        enqueued = request_syncs(dispatcher, app, due, trigger="webhook", revision=pushed)
         triggered.append(app.name)
         jobs += [{"app": app.name, **job} for job in enqueued.jobs()]
-    log.info("push to %s %s triggered %s", sorted(urls), ref, triggered or "no app")
-    return {"ref": ref, "triggered": triggered, "skipped": skipped, "jobs": jobs}
+    log.info(
+        "push to %s %s triggered %s (%d apps unchanged)",
+        *(sorted(urls), ref, triggered or "no app", len(unchanged)),
+    )
+    return {
+        "ref": ref,
+        "triggered": triggered,
+        "skipped": skipped,
+        "unchanged": unchanged,
+        "jobs": jobs,
+    }
+
+
+def _unaffected(
+    store: Store,
+    apps: list[AppRecord],
+    targets: dict[str, list[str]],
+    ref: str,
+    payload: dict[str, Any],
+    pushed: str | None,
+) -> set[str]:
+    """Instances this push cannot change; records the push for the next one (`fleet.pushes`)."""
+    paths, before = changed_paths(payload), payload.get("before")
+    if pushed is None or paths is None or not _is_sha(before):
+        return set()
+    pushes = PushLog(store.redis, prefix=store.keys.p)
+    by_repo: dict[str, list[str]] = {}
+    for app in apps:
+        instances = [instance_key(app.name, c) for c in targets[app.name]]
+        by_repo.setdefault(normalize_repo(app.source.repo), []).extend(instances)
+    found: set[str] = set()
+    for repo, instances in by_repo.items():
+        pushes.record(repo, ref, Push(str(before), pushed, paths))
+        found |= unaffected(pushes.chain(repo, ref), pushed, pushes.synced(repo, instances))
+    return found
+
+
+def _is_sha(value: object) -> bool:
+    return isinstance(value, str) and bool(re.fullmatch(r"[0-9a-f]{40}", value))
 
 
 def pushed_commit(body: bytes) -> str | None:
@@ -108,12 +157,12 @@ def pushed_commit(body: bytes) -> str | None:
     return None
 
 
-def _skip_reason(store: Store, app: AppRecord) -> str:
+def _skip_reason(app: AppRecord, clusters: list[str]) -> str:
     if app.deleting:
         return "being deleted"
     if not app.sync_policy.automated:
         return "automated sync is off; sync it by hand"
-    if not store.instances(app):
+    if not clusters:
         return "targets no registered cluster"
     return blocked_reason(app, "webhook")
 

@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import optional_dispatcher
+from fleet.appsync import normalize_repo
+from fleet.pushes import PushLog, SyncedAt
 from tests.api.conftest import (
     WEBHOOK_SECRET,
     Api,
@@ -163,3 +165,44 @@ def test_a_push_syncs_exactly_the_pushed_commit(api: Api) -> None:
     body = json.dumps({**json.loads(push()), "after": sha}).encode()
     assert deliver(api, body, signed(body)).status_code == 200
     assert api.dispatcher.calls and {c["revision"] for c in api.dispatcher.calls} == {sha}
+
+
+def monorepo_push(before: str, after: str, *changed: str) -> bytes:
+    payload = {
+        **json.loads(push()),
+        "before": before,
+        "after": after,
+        "commits": [{"added": [], "removed": [], "modified": list(changed)}],
+    }
+    return json.dumps(payload).encode()
+
+
+def test_a_push_listing_its_files_syncs_only_the_instances_it_can_change(api: Api) -> None:
+    add_cluster(api, "east")
+    for name in ("alpha", "beta", "gamma"):
+        source = {"repo": f"{REPO}.git", "revision": "main", "path": f"apps/{name}"}
+        add_app(api, name, source=source, syncPolicy={"automated": True})
+    pushes = PushLog(api.store.redis, prefix=api.store.keys.p)
+    s0, s1, s2 = ("0" * 39 + "a", "1" * 40, "2" * 40)
+    for name in ("alpha", "beta"):  # gamma has never synced: it must sync on any push
+        pushes.note_synced(normalize_repo(REPO), f"{name}@east", SyncedAt(s0, (f"apps/{name}",)))
+
+    first = deliver(api, body := monorepo_push(s0, s1, "apps/alpha/cm.yaml"), signed(body)).json()
+
+    assert sorted(first["triggered"]) == ["alpha", "gamma"]
+    assert first["unchanged"] == ["beta"]
+    assert {c["app"] for c in api.dispatcher.calls} == {"alpha", "gamma"}
+
+    # beta still matches s0; the chain s0 -> s1 -> s2 touched only alpha's files
+    api.dispatcher.calls.clear()
+    pushes.note_synced(normalize_repo(REPO), "alpha@east", SyncedAt(s1, ("apps/alpha",)))
+    second = deliver(api, body := monorepo_push(s1, s2, "apps/alpha/more.yaml"), signed(body))
+    assert sorted(second.json()["unchanged"]) == ["beta"]
+    assert sorted(second.json()["triggered"]) == ["alpha", "gamma"]
+
+    # a push that does not list its files syncs everything, as before
+    api.dispatcher.calls.clear()
+    unknown = json.loads(monorepo_push(s2, "3" * 40))
+    del unknown["commits"]
+    third = deliver(api, body := json.dumps(unknown).encode(), signed(body)).json()
+    assert sorted(third["triggered"]) == ["alpha", "beta", "gamma"]

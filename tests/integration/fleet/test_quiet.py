@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.appsync import normalize_repo
 from fleet.instances import instance_key
 from fleet.model import ObjectRef
+from fleet.pushes import PushLog, SyncedAt
 from tests.support.fleet import FleetEnv, WorkerThread, wait_until
 
 
@@ -91,3 +93,31 @@ def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
     assert worker.process.runtime.caches.renderer.renders - renders == 1
     changed = fleet.live(cluster, ObjectRef("", "v1", "ConfigMap", apps[0], "settings"))
     assert changed is not None and changed["data"] == {"k": "pushed"}
+
+
+def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
+    fleet: FleetEnv,
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(2)]
+    first = fleet.commit_apps(apps)
+    for app in apps:
+        fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    for app in apps:
+        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    pushes, repo = PushLog(fleet.redis, prefix=fleet.prefix), normalize_repo(fleet.repo_url)
+    instances = [instance_key(app, cluster) for app in apps]
+    assert pushes.synced(repo, instances) == {
+        instance_key(app, cluster): SyncedAt(first, (f"apps/{app}",)) for app in apps
+    }
+
+    wait_until(lambda: _quiet_ready(fleet, worker, apps[1], cluster), timeout=60, what="quiet")
+    second = fleet.commit_apps(apps[:1], data="k: v2")
+    ref = fleet.dispatcher.request_sync(apps[1], cluster, trigger="webhook", revision=second)
+    assert (fleet.dispatcher.wait(ref, 120) or {}).get("result") == "unchanged"
+    assert pushes.synced(repo, instances[1:])[instances[1]].revision == second  # checked there
+
+    fleet.repo.commit({f"apps/{apps[0]}/cm.yaml": "kind: [broken"})
+    assert _sync(fleet, apps[0], cluster, "manual")["result"] == "failed"
+    assert instances[0] not in pushes.synced(repo, instances)  # the next push must sync it

@@ -1,0 +1,142 @@
+"""Which instances a git push cannot change, so a push to a monorepo syncs only what it touched.
+
+Argo CD users annotate apps with `manifest-generate-paths` for this; here it is automatic. Two
+records in Redis make it work:
+
+- *synced*: per repository, for every instance whose last sync (or quiet check) succeeded, the
+  commit it matched and the repository paths its render read (`RenderResult.inputs`: the app
+  path, plus any kustomize base, chart or values file outside it). Workers write it.
+- *pushes*: per repository and ref, the last `KEEP_PUSHES` push events whose payload listed
+  the changed files (GitHub and GitLab list them per commit): before, after and those paths.
+  The webhook handler writes it.
+
+A push from `before` to `after` cannot change an instance that matched commit R when the
+pushes from R up to `after` form an unbroken chain and none of their changed files lies under
+one of its inputs: its render at `after` reads exactly the bytes it read at R. Anything less
+certain (no file list, a forced push, a commit not in the chain, no synced record) counts as
+affected, and the instance syncs as before. Desired state only: drift in the cluster is the
+watches' business, not a push's.
+
+`unaffected` is pure; `PushLog` holds the Redis side.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+
+KEEP_PUSHES = 200
+
+
+@dataclass(frozen=True)
+class Push:
+    before: str
+    after: str
+    paths: frozenset[str]  # every file the push added, modified or removed
+
+
+@dataclass(frozen=True)
+class SyncedAt:
+    revision: str
+    inputs: tuple[str, ...]
+
+
+def changed_paths(payload: Mapping[str, Any]) -> frozenset[str] | None:
+    """The files a GitHub-style push event changed; None when the payload cannot tell
+    (no `commits`, a forced push, or a list GitHub cut short)."""
+    commits = payload.get("commits")
+    if payload.get("forced") or not isinstance(commits, list) or not commits:
+        return None
+    if len(commits) >= 20 or int(payload.get("size") or len(commits)) > len(commits):
+        return None  # GitHub lists at most 20 commits; the rest are unknown
+    found: set[str] = set()
+    for commit in commits:
+        if not isinstance(commit, dict):
+            return None
+        for field in ("added", "modified", "removed"):
+            paths = commit.get(field)
+            if not isinstance(paths, list):
+                return None
+            found.update(str(p).strip("/") for p in paths)
+    return frozenset(found)
+
+
+def touches(paths: Iterable[str], inputs: Sequence[str]) -> bool:
+    """Whether any changed file lies at or under one of `inputs` ("." is the whole repo)."""
+    roots = [i.strip("/") for i in inputs]
+    if not roots or any(r in ("", ".") for r in roots):
+        return True
+    return any(p == r or p.startswith(f"{r}/") for p in paths for r in roots)
+
+
+def unaffected(chain: Sequence[Push], after: str, synced: Mapping[str, SyncedAt]) -> set[str]:
+    """The instances of `synced` that `chain` (newest push first, ending at `after`) cannot
+    have changed; see the module docstring."""
+    since: dict[str, frozenset[str]] = {after: frozenset()}
+    changed: frozenset[str] = frozenset()
+    expected = after
+    for push in chain:
+        if push.after != expected:
+            break  # a gap: what happened before it is unknown
+        changed |= push.paths
+        since.setdefault(push.before, changed)
+        expected = push.before
+    found = set()
+    for instance, at in synced.items():
+        paths = since.get(at.revision)
+        if paths is not None and at.inputs and not touches(paths, at.inputs):
+            found.add(instance)
+    return found
+
+
+class PushLog:
+    def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
+        self.redis = redis
+        self.prefix = prefix
+
+    def _pushes(self, repo: str, ref: str) -> str:
+        return f"{self.prefix}:pushes:{repo}:{ref}"
+
+    def _synced(self, repo: str) -> str:
+        return f"{self.prefix}:synced:{repo}"
+
+    def record(self, repo: str, ref: str, push: Push) -> None:
+        """Keep a push whose changed files are known (`repo` normalized)."""
+        key = self._pushes(repo, ref)
+        entry = {"before": push.before, "after": push.after, "paths": sorted(push.paths)}
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.lpush(key, json.dumps(entry))
+        pipe.ltrim(key, 0, KEEP_PUSHES - 1)
+        pipe.execute()
+
+    def chain(self, repo: str, ref: str) -> list[Push]:
+        raw: list[bytes] = self.redis.lrange(self._pushes(repo, ref), 0, -1)  # type: ignore[assignment]
+        pushes = []
+        for item in raw:
+            entry = json.loads(item)
+            pushes.append(Push(entry["before"], entry["after"], frozenset(entry["paths"])))
+        return pushes
+
+    def note_synced(self, repo: str, instance: str, at: SyncedAt | None) -> None:
+        """What `instance` matched after a sync or quiet check; None forgets it (a failed
+        sync: the next push must sync it whatever it touches)."""
+        if at is None:
+            self.redis.hdel(self._synced(repo), instance)
+            return
+        value = json.dumps({"revision": at.revision, "inputs": list(at.inputs)})
+        self.redis.hset(self._synced(repo), instance, value)
+
+    def synced(self, repo: str, instances: Sequence[str]) -> dict[str, SyncedAt]:
+        if not instances:
+            return {}
+        raws = self.redis.hmget(self._synced(repo), list(instances))
+        found = {}
+        for instance, raw in zip(instances, raws, strict=True):
+            if isinstance(raw, bytes):
+                entry = json.loads(raw)
+                found[instance] = SyncedAt(str(entry["revision"]), tuple(entry["inputs"]))
+        return found
