@@ -17,6 +17,8 @@ import yaml
 
 from fleet.errors import UsageError
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -46,7 +48,7 @@ def parse(
     text: str, *, context: str | None = None, source: str = "kubeconfig", base: Path | None = None
 ) -> ClusterConfig:
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as e:
         raise UsageError(f"{source} is not valid YAML: {e}") from e
     if not isinstance(doc, dict):

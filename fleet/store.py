@@ -69,6 +69,7 @@ class Store:
         self.tokens = Tokens(redis, self.keys)
         self._apps_cache: tuple[bytes | None, list[AppRecord]] = (None, [])
         self._apps_lock = threading.Lock()
+        self._configs: dict[str, tuple[bytes, ClusterConfig]] = {}  # by cluster: ciphertext
 
     def _transact(self, check: Callable[[], None], write: Callable[[Pipeline], None]) -> None:
         transact(self.redis, self.keys, check, write)
@@ -134,7 +135,12 @@ class Store:
         raw = self._read(self.keys.cluster_credentials(name))
         if raw is None:
             raise NotFound(f"no credentials for cluster {name}")
-        return records.from_json(ClusterCredentials, self.box.decrypt(raw)).config(name)
+        known = self._configs.get(name)
+        if known is not None and known[0] == raw:
+            return known[1]  # same ciphertext: skip the decrypt and the kubeconfig parse
+        config = records.from_json(ClusterCredentials, self.box.decrypt(raw)).config(name)
+        self._configs[name] = (raw, config)
+        return config
 
     def delete_cluster(self, name: str, *, force: bool = False) -> None:
         """Unregister a cluster; refused (InUse) while apps target it, unless `force`."""
