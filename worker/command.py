@@ -20,6 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-self-heal", dest="self_heal", action="store_false", default=None, help="no watches"
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="syncs run at once, sharing the caches (default GITFLEET_WORKER_CONCURRENCY or 2)",
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -34,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         lease_ttl=args.lease_ttl,
         debounce=args.debounce,
         self_heal=args.self_heal,
+        concurrency=args.concurrency,
     )
     setup_tracing("gitfleet-worker")
     try:

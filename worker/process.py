@@ -6,7 +6,12 @@ the child lost at `os._exit`), and warm caches are the point of a long-lived wor
 timeout still applies: in the main thread by SIGALRM (`UnixSignalDeathPenalty`), and in a
 thread (tests run workers in-process) by a timer that raises in the job's thread.
 
-Beside the rq loop, one housekeeping thread keeps the worker a member of the fleet:
+`concurrency` rq workers (default 2) consume the shard queue, one in the calling thread and
+the others in threads, sharing the runtime: a sync spends much of its time waiting for the API
+server, and a second one fills that wait (the instance lease still keeps one instance to one
+sync at a time).
+
+Beside the rq loops, one housekeeping thread keeps the worker a member of the fleet:
 - heartbeats `fleet.membership` every ttl/3, and registers again if it was declared dead (its
   instances may have moved meanwhile; their leases keep that safe);
 - pumps deferred syncs (retries, dependency waits) that are due, from any worker;
@@ -166,7 +171,8 @@ class WorkerProcess:
         self.selfheal = SelfHeal(self.runtime) if settings.self_heal else None
         self.runtime.watcher = self.selfheal
         self.runtime.caches.labelled = self.selfheal
-        self.rq = FleetWorker(self.runtime)
+        self.rqs = [FleetWorker(self.runtime) for _ in range(settings.concurrency)]
+        self.rq = self.rqs[0]
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()
 
@@ -175,16 +181,38 @@ class WorkerProcess:
         self.rq.death_penalty_class = UnixSignalDeathPenalty if main else TimerDeathPenalty
         register(self.runtime)
         self.keeper.start()
+        helpers = [
+            threading.Thread(target=self._work, args=(rq, logging_level), daemon=True)
+            for rq in self.rqs[1:]
+        ]
+        for thread in helpers:
+            thread.start()
         self.started.set()
-        log.info("worker=%s listening on %s", self.settings.name, self.rq.queue_names())
+        log.info(
+            "worker=%s listening on %s with %d sync(s) at once",
+            *(self.settings.name, self.rq.queue_names(), len(self.rqs)),
+        )
         try:
             self.rq.work(logging_level=logging_level)
         finally:
+            for rq in self.rqs[1:]:
+                rq.halt()
+            for thread in helpers:
+                thread.join(timeout=self.settings.lease_ttl)
             self.keeper.stop()
             if self.selfheal is not None:
                 self.selfheal.stop()
             membership.deregister(self.redis, self.settings.name, prefix=self.settings.prefix)
             self.runtime.close()
 
+    def _work(self, rq: FleetWorker, logging_level: str) -> None:
+        rq.death_penalty_class = TimerDeathPenalty
+        try:
+            rq.work(logging_level=logging_level)
+        except Exception:
+            log.exception("worker=%s: an rq loop stopped", self.settings.name)
+            self.stop()  # one loop down: stop cleanly rather than run short-handed unseen
+
     def stop(self) -> None:
-        self.rq.halt()
+        for rq in self.rqs:
+            rq.halt()

@@ -29,7 +29,8 @@ class WorkerSettings:
     ttl: membership TTL in seconds; the heartbeat runs every ttl/3.
     lease_ttl: the per-instance lease TTL; a dead worker's running sync moves after it.
     debounce: seconds a self-heal trigger waits for the object to stop changing.
-    fight_limit: self-heal attempts on one object within `fight_window` before giving up."""
+    fight_limit: self-heal attempts on one object within `fight_window` before giving up.
+    concurrency: syncs the worker runs at once (rq workers on its queue, sharing its caches)."""
 
     name: str = field(default_factory=default_name)
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -42,6 +43,7 @@ class WorkerSettings:
     fight_limit: int = 5
     fight_window: float = 300.0
     self_heal: bool = True
+    concurrency: int = 2
 
     @property
     def cache_dir(self) -> Path:
@@ -59,5 +61,10 @@ class WorkerSettings:
             values["prefix"] = env["GITFLEET_PREFIX"]
         if env.get("GITFLEET_CACHE_DIR"):
             values["cache_root"] = Path(env["GITFLEET_CACHE_DIR"])
+        if env.get("GITFLEET_WORKER_CONCURRENCY"):
+            values["concurrency"] = int(env["GITFLEET_WORKER_CONCURRENCY"])
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)  # type: ignore[arg-type]
+        settings = cls(**values)  # type: ignore[arg-type]
+        if settings.concurrency < 1:
+            raise ValueError(f"concurrency: must be at least 1, not {settings.concurrency}")
+        return settings

@@ -150,3 +150,50 @@ def test_one_app_never_syncs_concurrently_and_its_triggers_merge(fleet: FleetEnv
 def _state(fleet: FleetEnv, instance: str) -> str:
     pending = fleet.dispatcher.pending.get(instance)
     return pending.state if pending else "done"
+
+
+LOAD_BALANCER = """apiVersion: v1
+kind: Service
+metadata:
+  name: front
+spec:
+  type: LoadBalancer
+  selector: {app: front}
+  ports: [{port: 80}]
+"""
+AFTER_IT = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: after
+  annotations: {gitfleet.io/sync-wave: "1"}
+data: {k: v}
+"""
+
+
+def test_a_worker_runs_another_sync_while_one_waits_on_a_wave_gate(fleet: FleetEnv) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    slow, quick = fleet.app_name(0), fleet.app_name(1)
+    fleet.commit_apps([quick])
+    fleet.repo.commit({f"apps/{slow}/svc.yaml": LOAD_BALANCER, f"apps/{slow}/cm.yaml": AFTER_IT})
+    fleet.add_app(slow, cluster)
+    fleet.add_app(quick, cluster)
+    fleet.worker_thread("alpha", concurrency=2)
+    waiting = fleet.dispatcher.request_sync(slow, cluster, trigger="manual")
+    service = ObjectRef("", "v1", "Service", slow, "front")
+    wait_until(lambda: fleet.live(cluster, service), timeout=60, what="the load balancer")
+
+    # the slow sync now waits for a load-balancer address that only this test can give
+    done = fleet.dispatcher.wait(
+        fleet.dispatcher.request_sync(quick, cluster, trigger="manual"), 60
+    )
+    assert done is not None and done["result"] == "succeeded"
+    assert fleet.status(slow, cluster) == {}  # still in its wave gate: no status yet
+
+    kube = fleet.clusters[cluster].client()
+    live = fleet.live(cluster, service)
+    assert live is not None
+    kube.patch_status(live, {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}})
+    finished = fleet.dispatcher.wait(waiting, 60)
+    assert finished is not None and finished["result"] == "succeeded"
+    assert fleet.live(cluster, ObjectRef("", "v1", "ConfigMap", slow, "after")) is not None
+    kube.close()
