@@ -54,7 +54,10 @@ class BenchError(RuntimeError):
 
 
 def environment(folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITFLEET_", "OTEL_"))}
+    kept = ("GITFLEET_DEBUG_LOGGERS",)  # a debugging aid, changes no behaviour
+    env = {
+        k: v for k, v in os.environ.items() if k in kept or not k.startswith(("GITFLEET_", "OTEL_"))
+    }
     env.update(
         GITFLEET_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
         GITFLEET_ADMIN_TOKEN=secrets.token_urlsafe(24),

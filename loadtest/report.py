@@ -118,7 +118,8 @@ def targets(figures: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any])
         ),
         (
             "<= 2 KB per cached object",
-            f"{v('bytes_per_cached_object'):.0f} B",
+            f"{v('bytes_per_cached_object'):.0f} B (worker RSS growth per object: "
+            f"{v('worker_rss_bytes_per_cached_object'):.0f} B)",
             v("bytes_per_cached_object") <= 2048,
         ),
         (

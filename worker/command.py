@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Sequence
 
 from cli.telemetry import flush, setup_tracing
@@ -32,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    for name in filter(None, os.environ.get("GITFLEET_DEBUG_LOGGERS", "").split(",")):
+        logging.getLogger(name.strip()).setLevel(logging.DEBUG)  # e.g. gitfleet.quiet
     settings = WorkerSettings.from_env(
         name=args.name,
         prefix=args.prefix,

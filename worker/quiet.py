@@ -14,6 +14,7 @@ rollback or self-heal sync always runs in full.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,8 @@ from fleet import sync
 from fleet.errors import FleetError
 from fleet.syncmodel import SyncRequest
 from worker.runtime import Runtime
+
+log = logging.getLogger("gitfleet.quiet")
 
 QUIET_TRIGGERS = frozenset({"interval", "webhook"})
 PERIODIC_TRIGGERS = frozenset({"interval"})
@@ -36,21 +39,33 @@ def periodic(request: SyncRequest) -> SyncRequest:
 
 def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> sync.Desired | None:
     """The desired state when the periodic sync of `instance` would find nothing to do (see
-    module doc); None when it must run."""
+    module doc); None when it must run (the reason is logged at debug level)."""
+    desired, reason = _check(runtime, instance, request)
+    if desired is None:
+        log.debug("instance=%s full sync: %s", instance, reason)
+    return desired
+
+
+def _check(
+    runtime: Runtime, instance: str, request: SyncRequest
+) -> tuple[sync.Desired | None, str]:
     if request.trigger not in QUIET_TRIGGERS or runtime.watcher is None:
-        return None
+        return None, "not a periodic trigger, or no watches"
     app, cluster = instance.split("@", 1)
     last = (runtime.store.get_status(app, cluster) or {}).get("last_sync") or {}
     if not _was_clean(last):
-        return None
+        return None, "the last sync was not a clean Synced and Healthy one"
     since = datetime.fromisoformat(str(last["started"])).timestamp()
-    if not runtime.watcher.quiet_since(instance, _kinds(last), since):
-        return None
+    why = runtime.watcher.not_quiet_since(instance, _kinds(last), since)
+    if why:
+        return None, why
     try:
         desired = sync.desired_state(request, caches=runtime.caches)
-    except FleetError:
-        return None
-    return desired if desired.fingerprint == last["fingerprint"] else None
+    except FleetError as e:
+        return None, f"the desired state cannot be read: {e}"
+    if desired.fingerprint != last["fingerprint"]:
+        return None, "the desired state changed"
+    return desired, ""
 
 
 def _was_clean(last: dict[str, Any]) -> bool:

@@ -212,14 +212,27 @@ class SelfHeal:
         """True when every kind of the instance has been watched without a gap since before
         `since` and no event touched the instance's objects after it: its live objects are as
         the sync that started at `since` left them (and saw them)."""
+        return not self.not_quiet_since(instance, kinds, since)
+
+    def not_quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> str:
+        """Why `quiet_since` is False ("" when it is True)."""
         cluster = split_instance(instance)[1]
         for api_version, kind in kinds:
             running = self._watches.get((cluster, api_version, kind))
             watch = running.watch if running else None
-            if watch is None or not watch.in_step or (watch.listed_at or since) >= since:
-                return False
+            if watch is None:
+                return f"no watch of {kind} on {cluster}"
+            if not watch.in_step:
+                return f"the watch of {kind} on {cluster} is catching up"
+            if (watch.listed_at or since) >= since:
+                return f"the watch of {kind} on {cluster} started after the last sync"
         with self._lock:
-            return instance in self._declared and self.touched.get(instance, 0.0) < since
+            if instance not in self._declared:
+                return "not among this worker's watched instances yet"
+            touched = self.touched.get(instance, 0.0)
+        if touched >= since:
+            return f"an event touched its objects {touched - since:.3f}s after the last sync began"
+        return ""
 
     # -- events -------------------------------------------------------------------------------
 
