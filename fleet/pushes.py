@@ -7,7 +7,7 @@ records in Redis make it work:
   commit it matched and the repository paths its render read (`RenderResult.inputs`: the app
   path, plus any kustomize base, chart or values file outside it). Workers write it.
 - *pushes*: per repository and ref, the last `KEEP_PUSHES` push events whose payload listed
-  the changed files (GitHub and GitLab list them per commit): before, after and those paths.
+  the changed files (GitHub lists them per commit): before, after and those paths.
   The webhook handler writes it.
 
 A push from `before` to `after` cannot change an instance that matched commit R when the
