@@ -84,7 +84,7 @@ class Snapshot:
     ) -> None:
         self.repo = repo
         self.resolved = resolved
-        self._get = (objects or ParsedObjects(max_objects=64)).getter(repo)
+        self._get = (ParsedObjects(max_objects=64) if objects is None else objects).getter(repo)
 
     def tree_id(self, path: str) -> str:
         """Hex id of the tree at `path` ("" or "." for the root)."""

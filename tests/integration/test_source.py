@@ -137,6 +137,19 @@ def test_a_commit_that_does_not_touch_the_path_keeps_its_tree_id(
     assert cache.tree_id(touched, "") == cache.tree_id(touched, ".")
 
 
+def test_trees_are_parsed_once_per_commit_across_snapshots(
+    origin: GitRepo, cache: SourceCache
+) -> None:
+    resolved = cache.resolve(origin.url)
+    first = cache.tree_id(resolved, "apps/web")
+    parsed = cache.objects.misses
+    assert parsed >= 3  # the commit, the root tree, apps/
+    for _ in range(5):
+        assert cache.tree_id(resolved, "apps/web") == first  # each call opens a new snapshot
+    assert cache.objects.misses == parsed
+    assert cache.objects.hits >= 5 * 3
+
+
 def test_read_tree_is_recursive_and_skips_symlinks(origin: GitRepo, cache: SourceCache) -> None:
     os.symlink("deploy.yaml", origin.path / "apps/web/link.yaml")
     origin.commit({"apps/web/nested/cm.yaml": b"kind: ConfigMap\n", "apps/web/link.yaml": None})
