@@ -87,7 +87,8 @@ def prepare(params: Params, work: Path, entries: list[Any]) -> Run:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     names = list(clients)
     apps = plan_apps(f"b{suffix}", params.apps, names)
-    subsets = [plan_apps(f"t{i}{suffix}", params.tracing_apps, names) for i in range(4)]
+    rounds = len(scaling.TRACING_ORDER)
+    subsets = [plan_apps(f"t{i}{suffix}", params.tracing_apps, names) for i in range(rounds)]
     warm_up = [App(f"w{suffix}-{i:02d}", c) for i in range(params.warm_up_apps) for c in names]
     repo = work / "repos" / "bench"
     create_repo(repo, [*apps, *(a for s in subsets for a in s)], params.objects_per_app)

@@ -18,13 +18,13 @@ PRESETS: dict[str, dict[str, int]] = {
     "small": {"apps": 200, "objects_per_app": 1, "clusters": 2, "workers": 2, "commits": 20},
     "large": {"apps": 10_000, "objects_per_app": 1, "clusters": 3, "workers": 2, "commits": 20},
 }
-MAX_TRACING_APPS = 200
+MAX_TRACING_APPS = 300
 
 
 @dataclass(frozen=True)
 class Params:
     """apps x objects_per_app over `clusters` clusters and `workers` workers; `commits`
-    monorepo changes; `tracing_apps` fresh apps in each of the four tracing on/off rounds."""
+    monorepo changes; `tracing_apps` fresh apps in each of the six tracing on/off rounds."""
 
     apps: int
     objects_per_app: int
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, help="worker processes (2)")
     parser.add_argument("--commits", type=int, help="monorepo commits to time (20)")
     parser.add_argument(
-        "--tracing-apps", type=int, help="apps per tracing on/off round (apps/2, at most 200)"
+        "--tracing-apps", type=int, help="apps per tracing on/off round (apps/2, at most 300)"
     )
     parser.add_argument(
         "--create-concurrency",
