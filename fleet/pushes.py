@@ -4,30 +4,37 @@ Argo CD users annotate apps with `manifest-generate-paths` for this; here it is 
 records in Redis make it work:
 
 - *synced*: per repository, for every instance whose last sync (or quiet check) succeeded, the
-  commit it matched and the repository paths its render read (`RenderResult.inputs`: the app
-  path, plus any kustomize base, chart or values file outside it). Workers write it.
+  commit it matched, the repository paths its render read (`RenderResult.inputs`: the app
+  path, plus any kustomize base, chart or values file outside it) and a hash of the app record
+  it synced (`spec_of`), so an app changed since then (a new path, new values) always syncs.
+  Workers write it.
 - *pushes*: per repository and ref, the last `KEEP_PUSHES` push events whose payload listed
   the changed files (GitHub lists them per commit): before, after and those paths.
   The webhook handler writes it.
 
-A push from `before` to `after` cannot change an instance that matched commit R when the
-pushes from R up to `after` form an unbroken chain and none of their changed files lies under
-one of its inputs: its render at `after` reads exactly the bytes it read at R. Anything less
-certain (no file list, a forced push, a commit not in the chain, no synced record) counts as
-affected, and the instance syncs as before. Desired state only: drift in the cluster is the
-watches' business, not a push's.
+A push from `before` to `after` cannot change an instance that matched commit R, with the app
+record as it is now, when the pushes from R up to `after` form an unbroken chain and none of
+their changed files lies under one of its inputs: its render at `after` reads exactly the
+bytes it read at R. Anything less certain (no file list, a forced push, a commit not in the
+chain, no synced record, an app changed since) counts as affected, and the instance syncs as
+before. Desired state only: drift in the cluster is the watches' business, not a push's.
 
 `unaffected` is pure; `PushLog` holds the Redis side.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
+
+from fleet import records
+from fleet.records import AppRecord
 
 KEEP_PUSHES = 200
 
@@ -43,6 +50,13 @@ class Push:
 class SyncedAt:
     revision: str
     inputs: tuple[str, ...]
+    spec: str = ""  # `spec_of` the app record synced
+
+
+def spec_of(app: AppRecord) -> str:
+    """A hash of everything in an app record but its timestamps."""
+    text = records.to_json(dataclasses.replace(app, created="", updated=""))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def changed_paths(payload: Mapping[str, Any]) -> frozenset[str] | None:
@@ -73,9 +87,11 @@ def touches(paths: Iterable[str], inputs: Sequence[str]) -> bool:
     return any(p == r or p.startswith(f"{r}/") for p in paths for r in roots)
 
 
-def unaffected(chain: Sequence[Push], after: str, synced: Mapping[str, SyncedAt]) -> set[str]:
+def unaffected(
+    chain: Sequence[Push], after: str, synced: Mapping[str, SyncedAt], specs: Mapping[str, str]
+) -> set[str]:
     """The instances of `synced` that `chain` (newest push first, ending at `after`) cannot
-    have changed; see the module docstring."""
+    have changed, `specs` giving each instance's current `spec_of`; see the module docstring."""
     since: dict[str, frozenset[str]] = {after: frozenset()}
     changed: frozenset[str] = frozenset()
     expected = after
@@ -88,7 +104,9 @@ def unaffected(chain: Sequence[Push], after: str, synced: Mapping[str, SyncedAt]
     found = set()
     for instance, at in synced.items():
         paths = since.get(at.revision)
-        if paths is not None and at.inputs and not touches(paths, at.inputs):
+        if at.spec != specs.get(instance) or paths is None or not at.inputs:
+            continue
+        if not touches(paths, at.inputs):
             found.add(instance)
     return found
 
@@ -127,7 +145,7 @@ class PushLog:
         if at is None:
             self.redis.hdel(self._synced(repo), instance)
             return
-        value = json.dumps({"revision": at.revision, "inputs": list(at.inputs)})
+        value = json.dumps({"revision": at.revision, "inputs": list(at.inputs), "spec": at.spec})
         self.redis.hset(self._synced(repo), instance, value)
 
     def synced(self, repo: str, instances: Sequence[str]) -> dict[str, SyncedAt]:
@@ -138,5 +156,6 @@ class PushLog:
         for instance, raw in zip(instances, raws, strict=True):
             if isinstance(raw, bytes):
                 entry = json.loads(raw)
-                found[instance] = SyncedAt(str(entry["revision"]), tuple(entry["inputs"]))
+                revision, inputs = str(entry["revision"]), tuple(entry["inputs"])
+                found[instance] = SyncedAt(revision, inputs, str(entry.get("spec", "")))
         return found

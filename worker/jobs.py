@@ -32,7 +32,7 @@ from fleet.instances import instance_key, split_instance
 from fleet.leases import LeaseBusy, LeaseLost
 from fleet.model import Health, SyncStatus
 from fleet.pending import Intent, Pending
-from fleet.pushes import SyncedAt
+from fleet.pushes import SyncedAt, spec_of
 from fleet.records import AppRecord, ProjectRecord
 from fleet.storekeys import NotFound
 from fleet.sync import Desired
@@ -202,7 +202,8 @@ def _sync(
     if intent.trigger in quiet.QUIET_TRIGGERS:
         desired = _quiet(runtime, app, project, cluster, intent)
         if desired is not None:
-            _note_synced(runtime, app, cluster, SyncedAt(desired.revision, desired.inputs))
+            synced_at = SyncedAt(desired.revision, desired.inputs, spec_of(app))
+            _note_synced(runtime, app, cluster, synced_at)
             return quiet.write_checked(runtime, app.name, cluster)
     result = _run_engine(runtime, app, project, cluster, intent)
     record = status.sync_record(
@@ -216,7 +217,7 @@ def _sync(
     status.write_sync(runtime.store, record)
     if runtime.watcher is not None:
         runtime.watcher.declare(instance_key(app.name, cluster), record["resources"])
-    synced = SyncedAt(result.revision, result.inputs) if result.succeeded else None
+    synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
     _note_synced(runtime, app, cluster, synced)
     if result.error:
         record["retry_in_s"] = _retry(runtime, app, cluster, intent)

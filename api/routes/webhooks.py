@@ -36,7 +36,7 @@ from api.settings import Settings
 from api.syncs import blocked_reason, request_syncs
 from fleet.appsync import normalize_repo
 from fleet.instances import instance_key
-from fleet.pushes import Push, PushLog, changed_paths, unaffected
+from fleet.pushes import Push, PushLog, changed_paths, spec_of, unaffected
 from fleet.records import AppRecord
 from fleet.store import Store
 
@@ -131,13 +131,16 @@ def _unaffected(
         return set()
     pushes = PushLog(store.redis, prefix=store.keys.p)
     by_repo: dict[str, list[str]] = {}
+    specs: dict[str, str] = {}
     for app in apps:
         instances = [instance_key(app.name, c) for c in targets[app.name]]
         by_repo.setdefault(normalize_repo(app.source.repo), []).extend(instances)
+        specs.update(dict.fromkeys(instances, spec_of(app)))
     found: set[str] = set()
     for repo, instances in by_repo.items():
         pushes.record(repo, ref, Push(str(before), pushed, paths))
-        found |= unaffected(pushes.chain(repo, ref), pushed, pushes.synced(repo, instances))
+        synced = pushes.synced(repo, instances)
+        found |= unaffected(pushes.chain(repo, ref), pushed, synced, specs)
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import optional_dispatcher
 from fleet.appsync import normalize_repo
-from fleet.pushes import PushLog, SyncedAt
+from fleet.pushes import PushLog, SyncedAt, spec_of
 from tests.api.conftest import (
     WEBHOOK_SECRET,
     Api,
@@ -184,8 +185,12 @@ def test_a_push_listing_its_files_syncs_only_the_instances_it_can_change(api: Ap
         add_app(api, name, source=source, syncPolicy={"automated": True})
     pushes = PushLog(api.store.redis, prefix=api.store.keys.p)
     s0, s1, s2 = ("0" * 39 + "a", "1" * 40, "2" * 40)
+
+    def synced_at(name: str, sha: str) -> SyncedAt:
+        return SyncedAt(sha, (f"apps/{name}",), spec_of(api.store.get_app(name)))
+
     for name in ("alpha", "beta"):  # gamma has never synced: it must sync on any push
-        pushes.note_synced(normalize_repo(REPO), f"{name}@east", SyncedAt(s0, (f"apps/{name}",)))
+        pushes.note_synced(normalize_repo(REPO), f"{name}@east", synced_at(name, s0))
 
     first = deliver(api, body := monorepo_push(s0, s1, "apps/alpha/cm.yaml"), signed(body)).json()
 
@@ -195,14 +200,22 @@ def test_a_push_listing_its_files_syncs_only_the_instances_it_can_change(api: Ap
 
     # beta still matches s0; the chain s0 -> s1 -> s2 touched only alpha's files
     api.dispatcher.calls.clear()
-    pushes.note_synced(normalize_repo(REPO), "alpha@east", SyncedAt(s1, ("apps/alpha",)))
+    pushes.note_synced(normalize_repo(REPO), "alpha@east", synced_at("alpha", s1))
     second = deliver(api, body := monorepo_push(s1, s2, "apps/alpha/more.yaml"), signed(body))
     assert sorted(second.json()["unchanged"]) == ["beta"]
     assert sorted(second.json()["triggered"]) == ["alpha", "gamma"]
 
+    # an app changed since its last sync (here its path) syncs whatever the push touched
+    api.dispatcher.calls.clear()
+    beta = api.store.get_app("beta")
+    api.store.put_app(replace(beta, source=replace(beta.source, path="apps/beta-v2")))
+    s3 = "3" * 40
+    third = deliver(api, body := monorepo_push(s2, s3, "apps/alpha/x.yaml"), signed(body))
+    assert "beta" in third.json()["triggered"]
+
     # a push that does not list its files syncs everything, as before
     api.dispatcher.calls.clear()
-    unknown = json.loads(monorepo_push(s2, "3" * 40))
+    unknown = json.loads(monorepo_push(s3, "4" * 40))
     del unknown["commits"]
-    third = deliver(api, body := json.dumps(unknown).encode(), signed(body)).json()
-    assert sorted(third["triggered"]) == ["alpha", "beta", "gamma"]
+    fourth = deliver(api, body := json.dumps(unknown).encode(), signed(body)).json()
+    assert sorted(fourth["triggered"]) == ["alpha", "beta", "gamma"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fleet.pushes import Push, SyncedAt, changed_paths, touches, unaffected
+import dataclasses
+
+from fleet.pushes import Push, SyncedAt, changed_paths, spec_of, touches, unaffected
+from fleet.records import AppDestination, AppRecord, AppSource
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 
@@ -36,23 +39,40 @@ def test_touches_matches_whole_path_segments_and_the_repo_root():
     assert touches(["anything"], [])  # inputs unknown: assume it may matter
 
 
+def same_specs(synced: dict[str, SyncedAt]) -> dict[str, str]:
+    return {instance: at.spec for instance, at in synced.items()}
+
+
 def test_an_instance_is_unaffected_only_when_no_push_since_its_commit_touched_its_inputs():
     chain = [Push(C, D, frozenset({"apps/b/cm.yaml"})), Push(B, C, frozenset({"apps/a/x"}))]
     synced = {
-        "a-at-c@east": SyncedAt(C, ("apps/a",)),  # only D's push since: it touched apps/b
-        "a-at-b@east": SyncedAt(B, ("apps/a",)),  # both pushes since: apps/a changed
-        "b-at-c@east": SyncedAt(C, ("apps/b",)),
-        "c-at-b@east": SyncedAt(B, ("apps/c", "base")),
-        "c-at-a@east": SyncedAt(A, ("apps/c",)),  # before the recorded chain: unknown
-        "d-at-d@east": SyncedAt(D, ("apps/b",)),  # already at the pushed commit
-        "e-no-inputs@east": SyncedAt(C, ()),
+        "a-at-c@east": SyncedAt(C, ("apps/a",), "s1"),  # only D's push since: it touched apps/b
+        "a-at-b@east": SyncedAt(B, ("apps/a",), "s1"),  # both pushes since: apps/a changed
+        "b-at-c@east": SyncedAt(C, ("apps/b",), "s1"),
+        "c-at-b@east": SyncedAt(B, ("apps/c", "base"), "s1"),
+        "c-at-a@east": SyncedAt(A, ("apps/c",), "s1"),  # before the recorded chain: unknown
+        "d-at-d@east": SyncedAt(D, ("apps/b",), "s1"),  # already at the pushed commit
+        "e-no-inputs@east": SyncedAt(C, (), "s1"),
     }
-    assert unaffected(chain, D, synced) == {"a-at-c@east", "c-at-b@east", "d-at-d@east"}
+    specs = same_specs(synced)
+    assert unaffected(chain, D, synced, specs) == {"a-at-c@east", "c-at-b@east", "d-at-d@east"}
+    specs["a-at-c@east"] = "s2"  # the app record changed since that sync (a new path?)
+    assert unaffected(chain, D, synced, specs) == {"c-at-b@east", "d-at-d@east"}
 
 
 def test_a_gap_in_the_chain_ends_what_is_known():
     chain = [Push(C, D, frozenset({"apps/b/x"})), Push(A, B, frozenset({"apps/b/y"}))]
     synced = {"at-c@e": SyncedAt(C, ("apps/a",)), "at-a@e": SyncedAt(A, ("apps/a",))}
-    assert unaffected(chain, D, synced) == {"at-c@e"}  # nothing recorded from B to C
+    specs = same_specs(synced)
+    assert unaffected(chain, D, synced, specs) == {"at-c@e"}  # nothing recorded from B to C
     # a chain that does not end at the given commit tells nothing: only what is already there
-    assert unaffected(chain, C, synced) == {"at-c@e"}
+    assert unaffected(chain, C, synced, specs) == {"at-c@e"}
+
+
+def test_the_spec_hash_ignores_timestamps_and_sees_every_other_field():
+    app = AppRecord(
+        "shop", AppSource(repo="https://g/x.git", path="apps/shop"), AppDestination("shop")
+    )
+    assert spec_of(app) == spec_of(dataclasses.replace(app, updated="2026-11-29T20:00:00"))
+    moved = dataclasses.replace(app, source=AppSource(repo="https://g/x.git", path="apps/new"))
+    assert spec_of(moved) != spec_of(app)

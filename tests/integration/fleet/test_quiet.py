@@ -7,7 +7,7 @@ from typing import Any
 from fleet.appsync import normalize_repo
 from fleet.instances import instance_key
 from fleet.model import ObjectRef
-from fleet.pushes import PushLog, SyncedAt
+from fleet.pushes import PushLog, SyncedAt, spec_of
 from tests.support.fleet import FleetEnv, WorkerThread, wait_until
 
 
@@ -109,7 +109,10 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
     pushes, repo = PushLog(fleet.redis, prefix=fleet.prefix), normalize_repo(fleet.repo_url)
     instances = [instance_key(app, cluster) for app in apps]
     assert pushes.synced(repo, instances) == {
-        instance_key(app, cluster): SyncedAt(first, (f"apps/{app}",)) for app in apps
+        instance_key(app, cluster): SyncedAt(
+            first, (f"apps/{app}",), spec_of(fleet.store.get_app(app))
+        )
+        for app in apps
     }
 
     wait_until(lambda: _quiet_ready(fleet, worker, apps[1], cluster), timeout=60, what="quiet")
