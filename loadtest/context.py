@@ -108,13 +108,18 @@ def cpu_per_1k(cpu: dict[str, float], objects: int) -> dict[str, float]:
 
 
 def app_bodies(
-    run: Run, apps: Iterable[App], repo_url: str, *, selector: dict[str, str] | None = None
+    run: Run,
+    apps: Iterable[App],
+    repo_url: str,
+    *,
+    selector: dict[str, str] | None = None,
+    automated: bool = True,
 ) -> list[tuple[str, str, Any]]:
-    """POST /api/v1/apps bodies: automated, prune and self-heal on, a long interval (the
-    cycles here are triggered on purpose, never by the clock); each app on its cluster, or
-    on every cluster matching `selector`."""
+    """POST /api/v1/apps bodies: automated (unless told otherwise), prune and self-heal on, a
+    long interval (the cycles here are triggered on purpose, never by the clock); each app on
+    its cluster, or on every cluster matching `selector`."""
     policy = {
-        "automated": True,
+        "automated": automated,
         "prune": True,
         "selfHeal": True,
         "interval": run.params.interval_s,

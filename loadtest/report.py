@@ -59,8 +59,10 @@ METHODS = {
     "app-labelled ConfigMap of each cluster where it owns an instance), sampled when a "
     "quarter of the cold sync is done and after it: RSS growth / objects added. Beside it, "
     "tracemalloc of one fleet.watch.Watch cache of a cluster, built in the bench process",
-    "tracing": "six cold syncs of fresh subsets as above, the workers started with the span "
-    "exporter (GITFLEET_TRACE_FILE) on, off, off, on, on, off; overhead = 1 - on/off throughput",
+    "tracing": "six cold syncs of fresh subsets (manual apps, synced by POST /sync at once, "
+    "timed from the first request), each by workers restarted with the span exporter "
+    "(GITFLEET_TRACE_FILE) on, off, off, on, on, off and left to settle first; overhead = 1 - "
+    "on/off throughput",
 }
 
 
