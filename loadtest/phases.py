@@ -38,10 +38,10 @@ from loadtest.fleetrun import PREFIX
 from loadtest.memory import MemorySampler
 from loadtest.probes import (
     RequestKey,
-    delta,
     is_uncached_render,
     queue_waits,
     request_total,
+    requests_since,
     stage_breakdown,
 )
 from loadtest.report import write_partial
@@ -243,7 +243,7 @@ def _background(run: Run) -> Counter[RequestKey]:
     meter = Meter.start(run.groups())
     before, started = request_total(run.clients), time.time()
     time.sleep(IDLE_WINDOW_S)
-    counts = delta(request_total(run.clients), before)
+    counts = requests_since(run.clients, before)
     window = time.time() - started
     idle = meter.read()
     run.add("idle_worker_cpu_cores", idle["workers"] / window, "cores used by idle workers")
@@ -265,7 +265,7 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
     outcomes = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
     run.fleet.wait_idle(timeout=300)
     cpu, window = meter.read(), time.time() - started
-    requests = delta(request_total(run.clients), before)
+    requests = requests_since(run.clients, before)
     expected = sum(background.values()) * window
     total = max(sum(requests.values()) - expected, 0.0)
     own = {k: v - background.get(k, 0.0) * window for k, v in requests.items()}
