@@ -36,13 +36,14 @@ from api.settings import Settings
 from api.syncs import blocked_reason, request_syncs
 from fleet.appsync import normalize_repo
 from fleet.instances import instance_key
-from fleet.pushes import Push, PushLog, changed_paths, spec_of, unaffected
+from fleet.pushes import Push, PushLog, Specs, changed_paths, unaffected
 from fleet.records import AppRecord
 from fleet.store import Store
 
 log = logging.getLogger("api.webhooks")
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 URL_FIELDS = ("clone_url", "html_url", "ssh_url", "git_url", "url", "svn_url")
+_SPECS = Specs()  # app record hashes, reused across pushes while the records are unchanged
 
 
 def verify(settings: Settings, body: bytes, signature: str | None) -> None:
@@ -135,7 +136,8 @@ def _unaffected(
     for app in apps:
         instances = [instance_key(app.name, c) for c in targets[app.name]]
         by_repo.setdefault(normalize_repo(app.source.repo), []).extend(instances)
-        specs.update(dict.fromkeys(instances, spec_of(app)))
+        specs.update(dict.fromkeys(instances, _SPECS.of(app)))
+    _SPECS.keep(apps)
     found: set[str] = set()
     for repo, instances in by_repo.items():
         pushes.record(repo, ref, Push(str(before), pushed, paths))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fleet.pushes import Push, SyncedAt, changed_paths, spec_of, touches, unaffected
+from fleet.pushes import Push, Specs, SyncedAt, changed_paths, spec_of, touches, unaffected
 from fleet.records import AppDestination, AppRecord, AppSource
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
@@ -76,3 +76,14 @@ def test_the_spec_hash_ignores_timestamps_and_sees_every_other_field():
     assert spec_of(app) == spec_of(dataclasses.replace(app, updated="2026-11-29T20:00:00"))
     moved = dataclasses.replace(app, source=AppSource(repo="https://g/x.git", path="apps/new"))
     assert spec_of(moved) != spec_of(app)
+
+
+def test_remembered_specs_follow_a_replaced_record():
+    app = AppRecord(
+        "shop", AppSource(repo="https://g/x.git", path="apps/shop"), AppDestination("shop")
+    )
+    specs = Specs()
+    assert specs.of(app) == spec_of(app)
+    moved = dataclasses.replace(app, source=AppSource(repo="https://g/x.git", path="apps/new"))
+    specs.keep([moved])
+    assert specs.of(moved) == spec_of(moved) != specs.of(app) == spec_of(app)
