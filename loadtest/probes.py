@@ -26,7 +26,8 @@ from loadtest.engine_bench import _cpu_of
 
 RequestKey = tuple[str, str]  # (verb, resource), e.g. ("GET", "configmaps")
 METRICS_SCRAPE: RequestKey = ("GET", "non-resource")
-OURS = b'"name": "gitfleet.'  # the spans gitfleet itself opens; FastAPI's are skipped
+# the spans gitfleet itself opens (FastAPI's are skipped), as json.dumps or orjson writes them
+OURS = (b'"name": "gitfleet.', b'"name":"gitfleet.')
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:
@@ -85,6 +86,10 @@ def requests_since(
     return +found
 
 
+def _ours(line: bytes) -> bool:
+    return any(mark in line for mark in OURS)
+
+
 @dataclass
 class TraceFile:
     """gitfleet's spans appended to a JSON-lines file by every process; `mark()` starts a new
@@ -107,7 +112,7 @@ class TraceFile:
             data = source.read()
         end = data.rfind(b"\n") + 1
         self.offset += end
-        self.spans += [_slim(json.loads(line)) for line in data[:end].splitlines() if OURS in line]
+        self.spans += [_slim(json.loads(line)) for line in data[:end].splitlines() if _ours(line)]
         return self.spans
 
     def count(self, name: str, where: Callable[[dict[str, Any]], bool] = lambda s: True) -> int:

@@ -44,6 +44,8 @@ def test_bench_writes_every_figure_with_a_unit_and_every_chart_as_a_png(
         assert isinstance(value, int | float) and not isinstance(value, bool), name
         assert isinstance(unit, str) and unit.strip(), name
     assert len(report["targets"]) == 12
+    stages = report["details"]["cold_sync"]["stages"]  # read back from the workers' trace file
+    assert {"gitfleet.sync", "gitfleet.render", "gitfleet.apply"} <= set(stages)
     assert all(t["met"] in (True, False, None) and t["measured"] for t in report["targets"])
     for name in PLOTS:
         assert (out / name).read_bytes().startswith(PNG_SIGNATURE), name
