@@ -35,6 +35,7 @@ from redis import Redis
 
 from fleet import records
 from fleet.records import AppRecord
+from fleet.storekeys import Keys
 
 KEEP_PUSHES = 200
 
@@ -134,17 +135,11 @@ def unaffected(
 class PushLog:
     def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
         self.redis = redis
-        self.prefix = prefix
-
-    def _pushes(self, repo: str, ref: str) -> str:
-        return f"{self.prefix}:pushes:{repo}:{ref}"
-
-    def _synced(self, repo: str) -> str:
-        return f"{self.prefix}:synced:{repo}"
+        self.keys = Keys(prefix)
 
     def record(self, repo: str, ref: str, push: Push) -> None:
         """Keep a push whose changed files are known (`repo` normalized)."""
-        key = self._pushes(repo, ref)
+        key = self.keys.pushes(repo, ref)
         entry = {"before": push.before, "after": push.after, "paths": sorted(push.paths)}
         pipe = self.redis.pipeline(transaction=True)
         pipe.lpush(key, json.dumps(entry))
@@ -152,7 +147,7 @@ class PushLog:
         pipe.execute()
 
     def chain(self, repo: str, ref: str) -> list[Push]:
-        raw: list[bytes] = self.redis.lrange(self._pushes(repo, ref), 0, -1)  # type: ignore[assignment]
+        raw: list[bytes] = self.redis.lrange(self.keys.pushes(repo, ref), 0, -1)  # type: ignore[assignment]
         pushes = []
         for item in raw:
             entry = json.loads(item)
@@ -163,15 +158,15 @@ class PushLog:
         """What `instance` matched after a sync or quiet check; None forgets it (a failed
         sync: the next push must sync it whatever it touches)."""
         if at is None:
-            self.redis.hdel(self._synced(repo), instance)
+            self.redis.hdel(self.keys.synced(repo), instance)
             return
         value = json.dumps({"revision": at.revision, "inputs": list(at.inputs), "spec": at.spec})
-        self.redis.hset(self._synced(repo), instance, value)
+        self.redis.hset(self.keys.synced(repo), instance, value)
 
     def synced(self, repo: str, instances: Sequence[str]) -> dict[str, SyncedAt]:
         if not instances:
             return {}
-        raws = self.redis.hmget(self._synced(repo), list(instances))
+        raws = self.redis.hmget(self.keys.synced(repo), list(instances))
         found = {}
         for instance, raw in zip(instances, raws, strict=True):
             if isinstance(raw, bytes):

@@ -26,6 +26,8 @@ from redis import Redis
 from redis.client import Pipeline
 
 from fleet import records
+from fleet.appsync import normalize_repo
+from fleet.instances import instance_key
 from fleet.kubeconfig import ClusterConfig
 from fleet.records import (
     DEFAULT_PROJECT,
@@ -324,7 +326,8 @@ class Store:
         return self.put_app(replace(self.get_app(name), deleting=True), create=False)
 
     def delete_app(self, name: str, *, force: bool = False) -> None:
-        """Remove an app with its credentials, status and history (its objects stay put)."""
+        """Remove an app with its credentials, status, history and synced records (its objects
+        stay put)."""
 
         def check() -> None:
             self._existence(self.keys.app(name), "app", name, False)
@@ -333,12 +336,14 @@ class Store:
                 raise InUse(f"app(s) {', '.join(users)} depend on app {name}")
 
         clusters = set(self.log.statuses(name)) | {c.name for c in self.list_clusters()}
+        synced = self.keys.synced(normalize_repo(self.get_app(name).source.repo))
 
         def write(pipe: Pipeline) -> None:
             pipe.delete(self.keys.app(name), self.keys.app_credentials(name))
             pipe.delete(self.keys.status(name), self.keys.operation(name))
             for cluster in sorted(clusters):
                 pipe.delete(self.keys.history(name, cluster))
+                pipe.hdel(synced, instance_key(name, cluster))
             pipe.srem(self.keys.apps, name)
 
         self._transact(check, write)

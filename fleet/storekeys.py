@@ -95,6 +95,14 @@ class Keys:
     def operation(self, app: str) -> str:
         return f"{self.p}:operation:{app}"
 
+    def synced(self, repo: str) -> str:
+        """instance -> what it last matched, for the apps on `repo` (`fleet.pushes`)."""
+        return f"{self.p}:synced:{repo}"
+
+    def pushes(self, repo: str, ref: str) -> str:
+        """The recent pushes to `ref` of `repo` with their changed files (`fleet.pushes`)."""
+        return f"{self.p}:pushes:{repo}:{ref}"
+
     def token(self, digest: str) -> str:
         return f"{self.p}:token:{digest}"
 

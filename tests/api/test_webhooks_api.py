@@ -219,3 +219,16 @@ def test_a_push_listing_its_files_syncs_only_the_instances_it_can_change(api: Ap
     del unknown["commits"]
     fourth = deliver(api, body := json.dumps(unknown).encode(), signed(body)).json()
     assert sorted(fourth["triggered"]) == ["alpha", "beta", "gamma"]
+
+
+def test_deleting_an_app_forgets_what_its_instances_last_matched(api: Api) -> None:
+    add_cluster(api, "east")
+    add_app(api, "alpha", source={"repo": f"{REPO}.git", "path": "apps/alpha"})
+    pushes, repo = PushLog(api.store.redis, prefix=api.store.keys.p), normalize_repo(REPO)
+    spec = spec_of(api.store.get_app("alpha"))
+    pushes.note_synced(repo, "alpha@east", SyncedAt("1" * 40, ("apps/alpha",), spec))
+    assert list(pushes.synced(repo, ["alpha@east"])) == ["alpha@east"]
+
+    assert api.client.delete("/api/v1/apps/alpha?cascade=false").status_code in (200, 204)
+
+    assert pushes.synced(repo, ["alpha@east"]) == {}
