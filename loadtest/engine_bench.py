@@ -65,6 +65,7 @@ from fleet.inventory import InventoryStore
 from fleet.kube import KubeClient
 from fleet.model import Manifest, ObjectRef
 from fleet.syncmodel import SyncRequest, SyncResult
+from loadtest.report import targets_table
 
 RAW_THREADS = 8
 PAYLOAD_BYTES = 1024
@@ -657,18 +658,12 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         "## Targets",
         "",
-        "| target | measured | met |",
-        "|---|---:|---|",
-        *(f"| {t['target']} | {t['measured']} | {_yes(t['met'])} |" for t in report["targets"]),
+        *targets_table(report["targets"]),
         "",
         f"The raw SSA limit itself is {report['figures']['raw_apply_vs_kubectl']['value']:.2f}x "
         "kubectl here: no engine that writes through this API server can beat kubectl by more.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _yes(met: bool) -> str:
-    return "yes" if met else "NO"
 
 
 @contextlib.contextmanager

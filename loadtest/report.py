@@ -9,7 +9,7 @@ null for a target this run cannot judge, such as the large preset's time on a sm
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         "## Targets",
         "",
-        "| target | measured | met |",
-        "|---|---:|---|",
-        *(f"| {t['target']} | {t['measured']} | {_met(t['met'])} |" for t in report["targets"]),
+        *targets_table(report["targets"]),
         "",
         "## Figures",
         "",
@@ -173,6 +171,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         *(f"- **{k}**: {v}" for k, v in report["methods"].items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def targets_table(targets: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The markdown rows of a report's target lines (target, measured, met)."""
+    return [
+        "| target | measured | met |",
+        "|---|---:|---|",
+        *(f"| {t['target']} | {t['measured']} | {_met(t['met'])} |" for t in targets),
+    ]
 
 
 def _met(met: bool | None) -> str:

@@ -49,7 +49,7 @@ from worker.runtime import Runtime
 log = logging.getLogger("gitfleet.selfheal")
 
 WatchKey = tuple[str, str, str]  # cluster, apiVersion, kind
-FULL_RELOAD_EVERY = 60.0  # seconds between refreshes that re-read every app and status
+FULL_RELOAD_EVERY = 60.0  # seconds between refreshes that re-read every status
 
 
 @dataclass
@@ -111,8 +111,8 @@ class SelfHeal:
         Incremental, so a refresh stays cheap with thousands of apps: app records are re-read
         only when the registry generation moved (`Store.list_apps_cached`), and statuses only
         for instances this worker has not seen yet (its own syncs report theirs through
-        `declare`). Every `FULL_RELOAD_EVERY` seconds everything is read again, which picks up
-        statuses another worker wrote while an instance moved between shards."""
+        `declare`). Every `FULL_RELOAD_EVERY` seconds every status is read again, which picks
+        up statuses another worker wrote while an instance moved between shards."""
         try:
             shard = self.runtime.dispatcher.owners.current()
         except NoWorkers:
@@ -121,7 +121,7 @@ class SelfHeal:
         full = now >= self._full_reload_at
         if full:
             self._full_reload_at = now + FULL_RELOAD_EVERY
-        apps = self._apps(force=full)
+        apps = {a.name: a for a in self.runtime.store.list_apps_cached()}
         owned = []
         healing = set()
         for instance, worker in shard.items():
@@ -151,10 +151,6 @@ class SelfHeal:
             self._declared_meanwhile.add(instance)
             if instance in self._declared:
                 self._declared[instance] = self._status_objects[instance]
-
-    def _apps(self, *, force: bool) -> dict[str, AppRecord]:
-        store = self.runtime.store
-        return {a.name: a for a in (store.list_apps() if force else store.list_apps_cached())}
 
     def _load_declared(self, instances: list[str]) -> dict[str, set[ObjectRef]]:
         statuses = self.runtime.store.many_statuses([split_instance(i) for i in instances])
@@ -208,14 +204,10 @@ class SelfHeal:
         running = self._watches.get((cluster, api_version, kind))
         return running.watch.labelled(app) if running else None
 
-    def quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> bool:
-        """True when every kind of the instance has been watched without a gap since before
-        `since` and no event touched the instance's objects after it: its live objects are as
-        the sync that started at `since` left them (and saw them)."""
-        return not self.not_quiet_since(instance, kinds, since)
-
     def not_quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> str:
-        """Why `quiet_since` is False ("" when it is True)."""
+        """Why the instance's live objects may differ from what the sync that started at
+        `since` left (and saw); "" when every kind of it has been watched without a gap since
+        before `since` and no event touched its objects after it."""
         cluster = split_instance(instance)[1]
         for api_version, kind in kinds:
             running = self._watches.get((cluster, api_version, kind))
