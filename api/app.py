@@ -1,10 +1,10 @@
 """The coordinator's FastAPI application: `create_app(settings)`.
 
 The lifespan opens one Redis connection pool for the process, the encryption box
-(`fleet.secrets`), the store, the metrics registry and the dispatcher that enqueues syncs
-(`fleet.dispatch`, written on the worker side; without it the API still serves the registry
-and answers 503 to anything that must enqueue). It also makes sure a bootstrap admin token
-exists: GITFLEET_ADMIN_TOKEN when set, otherwise one generated on the very first start and
+(`fleet.control.registry.secrets`), the store, the metrics registry and the dispatcher that enqueues
+syncs (`fleet.control.routing.dispatch`, written on the worker side; without it the API still serves
+the registry and answers 503 to anything that must enqueue). It also makes sure a bootstrap admin
+token exists: GITFLEET_ADMIN_TOKEN when set, otherwise one generated on the very first start and
 printed once to stderr (never logged), since the log may be shipped elsewhere.
 
 Handlers are sync functions over the sync Redis client, so FastAPI runs them in its thread
@@ -26,17 +26,17 @@ from api import errors
 from api.deps import Dispatcher
 from api.metrics import registry_for
 from api.routes import appops, apps, clusters, ops, projects, tokens, webhooks
-from api.scheduler import scheduling
 from api.settings import Settings
-from fleet.secrets import SecretBox
-from fleet.store import Store
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.store import Store
+from fleet.control.scheduler import scheduling
 
 API_PREFIX = "/api/v1"
 
 
 def load_dispatcher(redis: Redis, prefix: str) -> Dispatcher | None:
     try:
-        module = importlib.import_module("fleet.dispatch")
+        module = importlib.import_module("fleet.control.routing.dispatch")
     except ImportError:
         return None
     return cast(Dispatcher, module.Dispatcher(redis, prefix=prefix))

@@ -2,7 +2,7 @@
 
 One model serves both directions (`AppIn.record()` and `AppIn.of(record)`), so a GET body can
 be edited and PUT back unchanged. Durations accept seconds or "90s" / "5m" / "1h30m" and come
-back as seconds. Sync windows are checked by `fleet.windows.SyncWindow` itself, whose errors
+back as seconds. Sync windows are checked by `fleet.control.windows.SyncWindow` itself, whose errors
 name the bad field. Git credentials are write-only: GET says only `hasCredentials`.
 """
 
@@ -13,8 +13,8 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from api.schemas import ApiModel, Labels, Name, Seconds
-from fleet.appsync import has_credentials
-from fleet.records import (
+from fleet.control.policy import has_credentials
+from fleet.control.registry.records import (
     AppDestination,
     AppRecord,
     AppSource,
@@ -23,8 +23,8 @@ from fleet.records import (
     RetryPolicy,
     SyncPolicy,
 )
-from fleet.source import GitCredentials
-from fleet.windows import SyncWindow
+from fleet.control.windows import SyncWindow
+from fleet.engine.source.cache import GitCredentials
 
 
 def _repo(value: str) -> str:

@@ -6,7 +6,7 @@
 - viewer: every GET, nothing else.
 
 `authorize` runs on every router but the open probes; it resolves the token (stored as a
-SHA-256 digest, `fleet.tokens`) and refuses writes to viewers. Per-resource checks
+SHA-256 digest, `fleet.control.registry.tokens`) and refuses writes to viewers. Per-resource checks
 (`require_admin`, `require_project`) run in the handlers that know the resource.
 """
 
@@ -18,7 +18,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.deps import StoreDep
-from fleet.records import Role, TokenRecord
+from fleet.control.registry.records import Role, TokenRecord
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 bearer = HTTPBearer(auto_error=False, description="an API token: Authorization: Bearer <token>")

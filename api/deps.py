@@ -1,7 +1,8 @@
 """Shared `Annotated` dependencies: the store, the dispatcher, the settings, the caller.
 
-The dispatcher is typed by a Protocol, the boundary with the worker side (`fleet.dispatch`),
-so tests can hand the app a dispatcher of their own through `app.dependency_overrides`.
+The dispatcher is typed by a Protocol, the boundary with the worker side
+(`fleet.control.routing.dispatch`), so tests can hand the app a dispatcher of their own through
+`app.dependency_overrides`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated, Any, Protocol
 from fastapi import Depends, HTTPException, Request
 
 from api.settings import Settings
-from fleet.store import Store
+from fleet.control.registry.store import Store
 
 
 class JobRef(Protocol):
@@ -51,7 +52,8 @@ def get_settings(request: Request) -> Settings:
 
 
 def optional_dispatcher(request: Request) -> Dispatcher | None:
-    """The app's dispatcher (None when fleet.dispatch is missing); tests override this."""
+    """The app's dispatcher (None when fleet.control.routing.dispatch is missing); tests override
+    this."""
     dispatcher: Dispatcher | None = request.app.state.dispatcher
     return dispatcher
 
@@ -60,7 +62,9 @@ def get_dispatcher(
     dispatcher: Annotated[Dispatcher | None, Depends(optional_dispatcher)],
 ) -> Dispatcher:
     if dispatcher is None:
-        raise HTTPException(503, "cannot enqueue syncs: the dispatcher (fleet.dispatch) is missing")
+        raise HTTPException(
+            503, "cannot enqueue syncs: the dispatcher (fleet.control.routing.dispatch) is missing"
+        )
     return dispatcher
 
 

@@ -20,9 +20,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from fleet.control.keys import AlreadyExists, Conflict, InUse, InvalidReference, NotFound
+from fleet.control.routing.sharding import NoWorkers
 from fleet.errors import FleetError
-from fleet.sharding import NoWorkers
-from fleet.storekeys import AlreadyExists, Conflict, InUse, InvalidReference, NotFound
 
 log = logging.getLogger("api")
 

@@ -3,8 +3,8 @@
 The coordinator is stateless and may run as several replicas, so nothing is counted in this
 process: every figure comes from Redis when /metrics is scraped, and every replica reports the
 same numbers. Sync counts and duration histograms are fed by the sync records the workers add
-(`fleet.synclog`, updated in the same transaction as the history); app statuses, queue depths
-and the shard map are read as they are now.
+(`fleet.control.registry.status`, updated in the same transaction as the history); app statuses,
+queue depths and the shard map are read as they are now.
 
 - gitfleet_syncs_total{result}                   syncs recorded, by succeeded/failed
 - gitfleet_sync_duration_seconds                 histogram of whole syncs
@@ -32,10 +32,10 @@ from prometheus_client.registry import Collector
 from rq import Queue
 
 from api.views import fold_health, fold_sync, instances_of
-from fleet.instances import OwnerMap
-from fleet.sharding import NoWorkers
-from fleet.store import Store
-from fleet.synclog import DURATION_BUCKETS
+from fleet.control.registry.status import DURATION_BUCKETS
+from fleet.control.registry.store import Store
+from fleet.control.routing.owners import OwnerMap
+from fleet.control.routing.sharding import NoWorkers
 
 
 class FleetCollector(Collector):

@@ -26,10 +26,16 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from fleet.control.registry.records import (
+    ClusterCredentials,
+    ClusterRecord,
+    Destination,
+    ProjectRecord,
+    Role,
+)
+from fleet.control.windows import parse_duration
 from fleet.errors import UsageError
-from fleet.kubeconfig import parse as parse_kubeconfig
-from fleet.records import ClusterCredentials, ClusterRecord, Destination, ProjectRecord, Role
-from fleet.windows import parse_duration
+from fleet.kube.kubeconfig import parse as parse_kubeconfig
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

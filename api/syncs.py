@@ -19,8 +19,8 @@ from typing import Any
 from opentelemetry import propagate, trace
 
 from api.deps import Dispatcher, JobRef
-from fleet.records import AppRecord
-from fleet.windows import WindowVerdict, evaluate
+from fleet.control.registry.records import AppRecord
+from fleet.control.windows import WindowVerdict, evaluate
 
 tracer = trace.get_tracer("gitfleet.api")
 AUTOMATED_TRIGGERS = frozenset({"webhook", "interval", "self-heal"})

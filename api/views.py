@@ -6,7 +6,8 @@ resources), so `gitfleet app get -o json` and `gitfleet sync -o json` read alike
 
 An application's status is the fold of its instances': Synced only when every instance is,
 OutOfSync when any is, Unknown otherwise (including when it targets no cluster); health is
-the worst instance health (`fleet.health.worst`), Unknown for an instance not yet synced.
+the worst instance health (`fleet.engine.health.assess.worst`), Unknown for an instance not yet
+synced.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from api.appschemas import AppIn
-from fleet.health import worst
+from fleet.control.registry.records import AppRecord, ClusterRecord
+from fleet.control.registry.store import Store
+from fleet.engine.health.assess import worst
 from fleet.model import Health, SyncStatus
-from fleet.records import AppRecord, ClusterRecord
-from fleet.store import Store
 
 UNKNOWN = str(SyncStatus.UNKNOWN)
 HEALTHS = {str(h) for h in Health}

@@ -131,7 +131,7 @@ def run_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from cli.telemetry import setup_tracing
+    from fleet.telemetry.sdk import setup_tracing
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     setup_tracing("gitfleet-api")

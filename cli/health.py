@@ -1,9 +1,10 @@
 """`gitfleet health`: judge live objects read from YAML, as `kubectl get -o yaml` prints them.
 
 Reads a multi-document YAML stream from a file or standard input (`-`), unwraps `kind: List`
-documents, runs `fleet.health.assess` on every object and prints a table or JSON. The exit status
-says whether every object could be read and judged (0), not how healthy the objects are, so the
-command can feed scripts; unreadable or malformed input is an error (2) naming the file and line.
+documents, runs `fleet.engine.health.assess.assess` on every object and prints a table or JSON. The
+exit status says whether every object could be read and judged (0), not how healthy the objects are,
+so the command can feed scripts; unreadable or malformed input is an error (2) naming the file and
+line.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from fleet.engine.health.assess import assess
 from fleet.errors import RenderError, UsageError
-from fleet.health import assess
 from fleet.model import Manifest, ObjectRef
 
 COLUMNS = ("KIND", "NAMESPACE", "NAME", "HEALTH", "MESSAGE")

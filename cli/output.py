@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from fleet.syncmodel import SyncResult
+from fleet.engine.contract import SyncResult
 
 COLUMNS = ("WAVE", "KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE")
 

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from cli import output
-from cli.telemetry import flush, setup_tracing
-from fleet import diff, sync
-from fleet.caches import SyncCaches
-from fleet.diff import IgnoreRules
+from fleet.engine import sync
+from fleet.engine.caches import SyncCaches
+from fleet.engine.contract import SyncRequest, SyncResult
+from fleet.engine.diff import compare as diff
+from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.render.stage import RenderParams
+from fleet.engine.source.cache import GitCredentials
 from fleet.errors import FleetError, UsageError
-from fleet.kube import KubeClient
-from fleet.render import RenderParams
-from fleet.source import GitCredentials
-from fleet.syncmodel import SyncRequest, SyncResult
+from fleet.kube.client import KubeClient
+from fleet.telemetry.sdk import flush, setup_tracing
 
 USAGE_STAGES = {"usage", "source", "render", "order"}
 

@@ -1,1 +1,1 @@
-"""Deployment tooling: the local multi-cluster testbed and manifests to run gitfleet itself."""
+"""Running gitfleet locally: the multi-cluster testbed, the demo, its git server and Redis."""

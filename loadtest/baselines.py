@@ -22,7 +22,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deploy.testbed.build import ensure_binaries
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
 from loadtest.context import Meter, Run, cpu_per_1k, wait_until
 from loadtest.engine_bench import (

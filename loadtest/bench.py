@@ -37,8 +37,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from deploy.testbed import runner
 from deploy.testbed.build import ensure_binaries
-from fleet.inventory import NAME_PREFIX
-from fleet.kube import KubeClient
+from fleet.engine.inventory import NAME_PREFIX
+from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef
 from loadtest import baselines, changes, phases, report, scaling
 from loadtest.board import StatusBoard

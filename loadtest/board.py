@@ -20,7 +20,7 @@ from typing import Any
 
 from redis import Redis
 
-from fleet.storekeys import Keys
+from fleet.control.keys import Keys
 from loadtest.fleetrun import PREFIX, BenchError
 from loadtest.workload import App
 

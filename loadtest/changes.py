@@ -18,7 +18,7 @@ from typing import Any
 
 from dulwich.repo import Repo
 
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef
 from loadtest.context import Run, percentile, wait_until
 from loadtest.fleetrun import BenchError, push_event

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from loadtest.board import StatusBoard
 from loadtest.engine_bench import Figure
 from loadtest.fleetrun import Api, BenchError, Fleet

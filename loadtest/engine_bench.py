@@ -9,7 +9,7 @@ fresh namespace, so the ratios are what to read:
    that, as issue 3 requires, validates everything by dry-run before it writes anything;
 2. kubectl: `kubectl apply --server-side -f DIR` of the same files (default validation, then
    `--validate=false`);
-3. cold sync: `fleet.sync.run` of a git repo holding the same files, with fresh caches, so it
+3. cold sync: `fleet.engine.sync.run` of a git repo holding the same files, with fresh caches, so it
    includes the fetch, render, order, diff (GETs and dry-runs), apply, health, prune scan and
    inventory;
 4. no-op: a second sync of an unchanged M-object app after a commit elsewhere in the repo.
@@ -59,12 +59,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from deploy.testbed import runner
 from deploy.testbed.build import ensure_binaries
-from fleet import kubeconfig, sync
-from fleet.caches import SyncCaches
-from fleet.inventory import InventoryStore
-from fleet.kube import KubeClient
+from fleet.engine import sync
+from fleet.engine.caches import SyncCaches
+from fleet.engine.contract import SyncRequest, SyncResult
+from fleet.engine.inventory import InventoryStore
+from fleet.kube import kubeconfig
+from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
-from fleet.syncmodel import SyncRequest, SyncResult
 from loadtest.report import targets_table
 
 RAW_THREADS = 8

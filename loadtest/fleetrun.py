@@ -35,8 +35,8 @@ from cryptography.fernet import Fernet
 from redis import Redis
 
 from deploy.testbed.process import Proc, free_port, start, stop, wait_for
-from fleet import membership
-from fleet.leases import Lease
+from fleet.control.routing import membership
+from fleet.control.routing.leases import Lease
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "gitfleet"
@@ -46,7 +46,7 @@ TRACING_VARIABLES = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 )
 RETRYABLE = (409, 503)
-LEADER = "coordinator"  # the lease name `api.scheduler` leads under
+LEADER = "coordinator"  # the lease name `fleet.control.scheduler` leads under
 
 
 class BenchError(RuntimeError):
@@ -166,7 +166,7 @@ class Fleet:
         return time.time()
 
     def scheduler_leads(self) -> bool:
-        """Whether a coordinator's scheduler holds its lease (`api.scheduler`): then it
+        """Whether a coordinator's scheduler holds its lease (`fleet.control.scheduler`): then it
         requests syncs of new automated apps by itself."""
         return Lease(self.redis, key_prefix=f"{PREFIX}:scheduler").holder(LEADER) is not None
 

@@ -1,6 +1,6 @@
 """Phase 7a: memory per cached live object, in the workers and in one watch cache alone.
 
-The workers keep every live object their self-heal watches see (`fleet.watch.Watch`, one per
+The workers keep every live object their self-heal watches see (`fleet.kube.watch.Watch`, one per
 cluster and kind, holding a compact form of each object as JSON bytes). Their RSS is sampled,
 with the number of objects those caches hold, when a quarter of the cold sync is done and again
 after it, so the fixed costs a fresh process pays at its first syncs (imports, connection pools,
@@ -22,9 +22,9 @@ import threading
 import time
 import tracemalloc
 
-from fleet.instances import OwnerMap, split_instance
-from fleet.tracking import APP_LABEL
-from fleet.watch import Watch
+from fleet.control.routing.owners import OwnerMap, split_instance
+from fleet.engine.plan.tracking import APP_LABEL
+from fleet.kube.watch import Watch
 from loadtest.context import Run, wait_until
 from loadtest.fleetrun import PREFIX
 from loadtest.probes import rss_bytes
@@ -77,13 +77,13 @@ class MemorySampler:
         first_cluster = run.entries[0]["name"]
         expected = len(run.clients[first_cluster].list("v1", "ConfigMap", label_selector=APP_LABEL))
         traced = watch_cache_bytes(run, first_cluster, expected)
-        unit = "bytes (tracemalloc of one fleet.watch.Watch cache, built in the bench process)"
+        unit = "bytes (tracemalloc of one fleet.kube.watch.Watch cache, built in the bench process)"
         run.add("bytes_per_cached_object", traced, unit)
         run.details["memory"] = {"per_worker": per_worker, "sampled_at_share": SAMPLE_AT}
 
 
 def watch_cache_bytes(run: Run, cluster: str, expected: int) -> float:
-    """Python heap held per object by a `fleet.watch.Watch` cache of `cluster`'s objects."""
+    """Python heap held per object by a `fleet.kube.watch.Watch` cache of `cluster`'s objects."""
     kube = run.clients[cluster]
     resource = kube.resource_for("v1", "ConfigMap")
     watch = Watch(kube.config, resource, label_selector=APP_LABEL)

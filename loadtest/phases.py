@@ -1,11 +1,11 @@
 """Phases 3, 4 and 7a: onboarding, the cold sync, memory per cached object, the no-op cycle.
 
 How a cold sync starts. Apps are automated, so a coordinator whose scheduler runs
-(`api.scheduler`) requests a sync of each new app by itself on its next tick. To time syncing
-apart from registering, the workers are stopped while the apps are created through the API
-(the scheduler then finds no live worker and requests nothing), and started again: the clock
-starts when they are live and the scheduler dispatches every new app. Without a leading
-scheduler the bench requests the syncs itself (POST /api/v1/apps/{name}/sync).
+(`fleet.control.scheduler`) requests a sync of each new app by itself on its next tick. To time
+syncing apart from registering, the workers are stopped while the apps are created through the API
+(the scheduler then finds no live worker and requests nothing), and started again: the clock starts
+when they are live and the scheduler dispatches every new app. Without a leading scheduler the bench
+requests the syncs itself (POST /api/v1/apps/{name}/sync).
 
 How a no-op cycle starts: the bench makes the scheduler's own request for every app,
 `Dispatcher.request_sync(app, cluster, trigger="interval")`, as if every interval had passed
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.dispatch import Dispatcher
+from fleet.control.routing.dispatch import Dispatcher
 from loadtest.board import Outcome
 from loadtest.context import (
     Meter,

@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from loadtest.engine_bench import _cpu_of
 
 RequestKey = tuple[str, str]  # (verb, resource), e.g. ("GET", "configmaps")

@@ -39,7 +39,8 @@ METHODS = {
     "kubectl": "loadtest.engine_bench.kubectl_apply: one `kubectl apply --server-side -f DIR` "
     "per cluster (default validation), all at once, discovery cache warmed first",
     "cold sync": "the workers are stopped, every app is created by POST /api/v1/apps (httpx), "
-    "the workers are started; with a leading scheduler (api.scheduler) it dispatches the new "
+    "the workers are started; with a leading scheduler (fleet.control.scheduler) it "
+    "dispatches the new "
     "apps itself, otherwise the bench POSTs /api/v1/apps/{name}/sync; time from the workers "
     "being live to the last `finished` stamp once every app is Synced and Healthy (read from "
     "the workers' status records in Redis), confirmed once by GET /api/v1/apps. "
@@ -54,11 +55,12 @@ METHODS = {
     "files in the workers' render caches until every triggered app synced or quietly "
     "checked the commit; the fleet is idle before each commit",
     "sharding": "OwnerMap.current() (the live shard map) with W workers, after worker W+1 "
-    "joined, after worker-1 left (SIGTERM); load_stats and moved_share from fleet.sharding",
+    "joined, after worker-1 left (SIGTERM); load_stats and moved_share from "
+    "fleet.control.routing.sharding",
     "memory": "worker RSS (/proc/<pid>/status) and the live objects its watches cache (every "
     "app-labelled ConfigMap of each cluster where it owns an instance), sampled when a "
     "quarter of the cold sync is done and after it: RSS growth / objects added. Beside it, "
-    "tracemalloc of one fleet.watch.Watch cache of a cluster, built in the bench process",
+    "tracemalloc of one fleet.kube.watch.Watch cache of a cluster, built in the bench process",
     "tracing": "six cold syncs of fresh subsets (manual apps, synced by POST /sync at once, "
     "timed from the first request), each by workers restarted with the span exporter "
     "(GITFLEET_TRACE_FILE) on, off, off, on, on, off and left to settle first; overhead = 1 - "

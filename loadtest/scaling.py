@@ -1,11 +1,12 @@
 """Phases 6 and 7b: the shard map as workers join and leave, and what tracing costs.
 
-Sharding reads the live shard map the way every process computes it (`fleet.instances.
+Sharding reads the live shard map the way every process computes it (`fleet.control.routing.owners.
 OwnerMap`, over the registered instances and the live workers) with the configured W workers,
 after starting worker W+1, and after stopping worker-1 (SIGTERM: it finishes its job and
-deregisters). Balance is max/mean instances per worker (`fleet.sharding.load_stats`); movement
-is the share of instances whose owner changed (`fleet.sharding.moved_share`). The coordinator's
-own /metrics (`gitfleet_worker_apps`) is read beside it as a cross-check.
+deregisters). Balance is max/mean instances per worker
+(`fleet.control.routing.sharding.load_stats`); movement is the share of instances whose owner
+changed (`fleet.control.routing.sharding.moved_share`). The coordinator's own /metrics
+(`gitfleet_worker_apps`) is read beside it as a cross-check.
 
 Tracing: six cold syncs of fresh app subsets, the workers restarted for each with the span
 exporter on (GITFLEET_TRACE_FILE) or off, in the order on, off, off, on, on, off, so a drift of
@@ -22,8 +23,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet.instances import OwnerMap
-from fleet.sharding import load_stats, moved_share
+from fleet.control.routing.owners import OwnerMap
+from fleet.control.routing.sharding import load_stats, moved_share
 from loadtest.context import Meter, Run, app_bodies, sync_requests
 from loadtest.fleetrun import PREFIX
 from loadtest.phases import WATCH_SETTLE_S, timeout_for

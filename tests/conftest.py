@@ -2,6 +2,12 @@
 
 Integration tests each work in their own namespace (`namespace` fixture) or Redis database, so
 they can share the clusters.
+
+Markers follow from what a test needs, so none can be forgotten: a test that uses the testbed
+(directly or through another fixture) is marked `cluster`, one that uses the Redis server
+`redis`; tests of `deploy/testbed` start clusters of their own and are `cluster` too, and the
+benchmark tests are `bench` (and `cluster`). `pytest -m "not cluster and not redis"` is the
+quick loop; `make test` runs everything.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pytest
 
 from deploy.testbed import runner
 from deploy.testbed.build import ensure_binaries, tools_dir
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from tests.support.redis_server import RedisServer
 
 
@@ -82,3 +88,23 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+MARKER_FIXTURES = {"testbed": "cluster", "redis_server": "redis"}
+MARKER_FOLDERS = {
+    ("integration", "deploy"): ("cluster",),
+    ("integration", "loadtest"): ("bench", "cluster"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test `cluster`, `redis` or `bench` from its fixtures and its folder."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        marks = {mark for fixture, mark in MARKER_FIXTURES.items() if fixture in names}
+        parts = Path(str(item.fspath)).parts
+        for (area, folder), extra in MARKER_FOLDERS.items():
+            if area in parts and folder in parts:
+                marks.update(extra)
+        for mark in sorted(marks):
+            item.add_marker(mark)

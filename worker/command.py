@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from cli.telemetry import flush, setup_tracing
+from fleet.telemetry.sdk import flush, setup_tracing
 from worker.process import WorkerProcess
 from worker.settings import WorkerSettings
 

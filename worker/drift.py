@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.kube import FIELD_MANAGER
+from fleet.kube.client import FIELD_MANAGER
 from fleet.model import Manifest
 
 MAX_DELAY = 60.0

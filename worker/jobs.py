@@ -1,6 +1,6 @@
 """The job functions a worker runs: one sync of one instance, and a read-only preview (diff).
 
-`sync_job` is the whole life of one pending sync (`fleet.pending`), in order:
+`sync_job` is the whole life of one pending sync (`fleet.control.routing.pending`), in order:
 
 1. claim it: a stale job (superseded, or moved to another worker) does nothing;
 2. join the trace of the request that caused it: the W3C context travels in the pending sync,
@@ -10,7 +10,7 @@
 4. load app, project and cluster; a sync window that blocks this trigger records a skip with
    the window's reason; a dependency not Healthy on every cluster defers with backoff;
 5. run the engine, write status and history; a failed sync is retried with exponential
-   backoff (`fleet.backoff.delay`) up to the app's retry limit, keeping its trigger;
+   backoff (`fleet.control.backoff.delay`) up to the app's retry limit, keeping its trigger;
 6. finish the pending sync, which enqueues exactly one follow-up if triggers came meanwhile.
 """
 
@@ -25,19 +25,21 @@ from typing import Any
 from opentelemetry import context, propagate
 from rq import get_current_job
 
-from fleet import backoff, sync, telemetry
-from fleet.appsync import normalize_repo, request_for
+from fleet.control import backoff
+from fleet.control.keys import NotFound
+from fleet.control.policy import normalize_repo, request_for
+from fleet.control.pushes import SyncedAt, spec_of
+from fleet.control.registry.records import AppRecord, ProjectRecord
+from fleet.control.routing.leases import LeaseBusy, LeaseLost
+from fleet.control.routing.owners import instance_key, split_instance
+from fleet.control.routing.pending import Intent, Pending
+from fleet.control.windows import evaluate
+from fleet.engine import sync
+from fleet.engine.contract import SyncRequest, SyncResult
+from fleet.engine.sync import Desired
 from fleet.errors import FleetError
-from fleet.instances import instance_key, split_instance
-from fleet.leases import LeaseBusy, LeaseLost
 from fleet.model import Health, SyncStatus
-from fleet.pending import Intent, Pending
-from fleet.pushes import SyncedAt, spec_of
-from fleet.records import AppRecord, ProjectRecord
-from fleet.storekeys import NotFound
-from fleet.sync import Desired
-from fleet.syncmodel import SyncRequest, SyncResult
-from fleet.windows import evaluate
+from fleet.telemetry import spans as telemetry
 from worker import quiet, status, teardown
 from worker.journal import Entry
 from worker.runtime import Runtime, current
@@ -241,7 +243,7 @@ def _quiet(
 
 
 def _note_synced(runtime: Runtime, app: AppRecord, cluster: str, at: SyncedAt | None) -> None:
-    """Tell the webhook handler what this instance matches (`fleet.pushes`)."""
+    """Tell the webhook handler what this instance matches (`fleet.control.pushes`)."""
     repo = normalize_repo(app.source.repo)
     runtime.pushes.note_synced(repo, instance_key(app.name, cluster), at)
 

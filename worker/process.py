@@ -12,8 +12,8 @@ server, and a second one fills that wait (the instance lease still keeps one ins
 sync at a time).
 
 Beside the rq loops, one housekeeping thread keeps the worker a member of the fleet:
-- heartbeats `fleet.membership` every ttl/3, and registers again if it was declared dead (its
-  instances may have moved meanwhile; their leases keep that safe);
+- heartbeats `fleet.control.routing.membership` every ttl/3, and registers again if it was declared
+  dead (its instances may have moved meanwhile; their leases keep that safe);
 - pumps deferred syncs (retries, dependency waits) that are due, from any worker;
 - refreshes the self-heal watches and requests the debounced self-heal syncs.
 
@@ -38,7 +38,7 @@ from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty, UnixSignalDeathPenalty
 from rq.worker import SimpleWorker, WorkerStatus
 
-from fleet import membership
+from fleet.control.routing import membership
 from worker.runtime import Runtime, active
 from worker.selfheal import SelfHeal
 from worker.settings import WorkerSettings

@@ -18,9 +18,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet import sync
+from fleet.engine import sync
+from fleet.engine.contract import SyncRequest
 from fleet.errors import FleetError
-from fleet.syncmodel import SyncRequest
 from worker.runtime import Runtime
 
 log = logging.getLogger("gitfleet.quiet")

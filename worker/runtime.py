@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 
 from redis import Redis
 
-from fleet.caches import SyncCaches
-from fleet.dispatch import Dispatcher
-from fleet.kube import KubeClient
-from fleet.leases import Lease
-from fleet.pushes import PushLog
-from fleet.secrets import SecretBox
-from fleet.store import Store
+from fleet.control.pushes import PushLog
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.store import Store
+from fleet.control.routing.dispatch import Dispatcher
+from fleet.control.routing.leases import Lease
+from fleet.engine.caches import SyncCaches
+from fleet.kube.client import KubeClient
 from worker.journal import Journal
 from worker.settings import WorkerSettings
 

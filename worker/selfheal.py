@@ -2,7 +2,7 @@
 
 Every couple of seconds `refresh` works out which instances this worker owns (the shard map)
 and which kinds their last sync reported; it then runs one watch per
-(cluster, kind) on objects labelled `gitfleet.io/app` (`fleet.watch`), shared by every app on
+(cluster, kind) on objects labelled `gitfleet.io/app` (`fleet.kube.watch`), shared by every app on
 that cluster, and stops the watches nobody needs any more (or whose credentials changed).
 
 Every event marks its instance touched, which is what lets a periodic sync of an untouched
@@ -18,7 +18,7 @@ sync and still honours the sync windows (self-heal is an automated trigger).
 Each self-heal starts its own trace (`gitfleet.self-heal`, naming the drifted objects); the
 sync joins it through the job, as an API-triggered sync joins the API's.
 
-The watch caches are not handed to the sync engine yet: `fleet.sync.run` reads live objects
+The watch caches are not handed to the sync engine yet: `fleet.engine.sync.run` reads live objects
 through `KubeClient.get`, and a cache lagging by one event would make the diff skip a needed
 apply. Reusing them needs a cache-aware client that falls back to GET on a miss.
 """
@@ -34,14 +34,14 @@ from typing import Any
 
 from opentelemetry import propagate
 
-from fleet import telemetry
+from fleet.control.registry.records import AppRecord
+from fleet.control.routing.owners import instance_key, split_instance
+from fleet.control.routing.sharding import NoWorkers
+from fleet.engine.plan.tracking import APP_LABEL, is_self_heal_disabled
 from fleet.errors import FleetError
-from fleet.instances import instance_key, split_instance
+from fleet.kube.watch import Event, Watch
 from fleet.model import Manifest, ObjectRef
-from fleet.records import AppRecord
-from fleet.sharding import NoWorkers
-from fleet.tracking import APP_LABEL, is_self_heal_disabled
-from fleet.watch import Event, Watch
+from fleet.telemetry import spans as telemetry
 from worker import status
 from worker.drift import Fights, is_drift
 from worker.runtime import Runtime
@@ -199,7 +199,7 @@ class SelfHeal:
     def labelled(
         self, cluster: str, api_version: str, kind: str, app: str
     ) -> list[Manifest] | None:
-        """`fleet.prune.LabelledIndex`: the objects of `app` this worker's watch of the kind
+        """`fleet.engine.prune.LabelledIndex`: the objects of `app` this worker's watch of the kind
         holds, so a sync's prune needs no label LIST; None when no watch is in step."""
         running = self._watches.get((cluster, api_version, kind))
         return running.watch.labelled(app) if running else None

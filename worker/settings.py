@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.caches import default_cache_dir
+from fleet.engine.caches import default_cache_dir
 
 
 def default_name() -> str:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.store import Store
-from fleet.syncmodel import SyncResult
+from fleet.control.registry.store import Store
+from fleet.engine.contract import SyncResult
 
 
 def sync_record(

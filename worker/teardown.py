@@ -2,10 +2,10 @@
 
 `DELETE /apps/{name}` (cascade, the default) marks the app `deleting` and asks every instance's
 worker for a sync with trigger `delete`. For that trigger the worker renders nothing: it plans a
-prune with nothing desired (`fleet.prune.plan`, so the same ownership rules hold: only objects
-whose tracking annotation names this app, never opted-out ones, never Namespaces or CRDs),
-executes it, then removes the app's inventory. The instance's status says `deleted`; the worker
-that finds every instance deleted removes the app's record (status and history go with it).
+prune with nothing desired (`fleet.engine.prune.plan`, so the same ownership rules hold: only
+objects whose tracking annotation names this app, never opted-out ones, never Namespaces or CRDs),
+executes it, then removes the app's inventory. The instance's status says `deleted`; the worker that
+finds every instance deleted removes the app's record (status and history go with it).
 
 A prune that fails is retried with the app's retry policy, like a failed sync.
 """
@@ -16,15 +16,17 @@ import contextlib
 import dataclasses
 from typing import Any
 
-from fleet import backoff, prune, telemetry
+from fleet.control import backoff
+from fleet.control.keys import NotFound
+from fleet.control.registry.records import AppRecord
+from fleet.control.routing.owners import instance_key
+from fleet.control.routing.pending import Intent
+from fleet.engine import prune
+from fleet.engine.inventory import InventoryStore
 from fleet.errors import FleetError
-from fleet.instances import instance_key
-from fleet.inventory import InventoryStore
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef
-from fleet.pending import Intent
-from fleet.records import AppRecord
-from fleet.storekeys import NotFound
+from fleet.telemetry import spans as telemetry
 from worker.runtime import Runtime
 
 PRUNE_TIMEOUT = 120.0

@@ -24,8 +24,8 @@ from api.auth import Principal, authorize
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.routes.apps import not_deleting, visible_app
 from api.syncs import Enqueued, blocked_reason, request_syncs
-from fleet.records import AppRecord
-from fleet.store import Store
+from fleet.control.registry.records import AppRecord
+from fleet.control.registry.store import Store
 
 log = logging.getLogger("api.apps")
 router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])

@@ -25,9 +25,9 @@ from api.auth import Principal, authorize, can_see, require_project
 from api.deps import OptionalDispatcherDep, StoreDep
 from api.syncs import request_syncs
 from api.views import app_view, summary
-from fleet.appsync import check_app_allowed
-from fleet.records import AppRecord
-from fleet.store import InUse, InvalidReference, NotFound, Store
+from fleet.control.policy import check_app_allowed
+from fleet.control.registry.records import AppRecord
+from fleet.control.registry.store import InUse, InvalidReference, NotFound, Store
 
 log = logging.getLogger("api.apps")
 router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
@@ -117,7 +117,9 @@ def delete_app(
         log.info("app %s deleted by %s (objects left in place)", name, principal.name)
         return JSONResponse({"app": name, "deleted": True, "jobs": []})
     if dispatcher is None:
-        raise HTTPException(503, "cannot prune: the dispatcher (fleet.dispatch) is missing")
+        raise HTTPException(
+            503, "cannot prune: the dispatcher (fleet.control.routing.dispatch) is missing"
+        )
     record = store.mark_deleting(name)
     enqueued = request_syncs(dispatcher, record, clusters, trigger="delete")
     operation = {"kind": "delete", "cascade": True, "by": principal.name}

@@ -5,13 +5,13 @@ GITFLEET_WEBHOOK_SECRET, compared in constant time before the body is even parse
 missing one is a 401. Without a configured secret every event is refused (503): an unverified
 webhook would let anyone on the network trigger syncs.
 
-An app matches when its repository names the pushed one (`fleet.appsync.normalize_repo`, so
+An app matches when its repository names the pushed one (`fleet.control.policy.normalize_repo`, so
 HTTPS and SSH URLs agree) and its revision is the pushed branch or tag, or HEAD when the push
 went to the default branch. Only automated apps sync on a push (a manual app waits for a
 person, as in Argo CD), and only when their sync windows allow automated syncs; the answer
 lists the triggered apps and, with the reason, the matching ones skipped.
 
-A push syncs only the instances it can change (`fleet.pushes`): when the payload lists the
+A push syncs only the instances it can change (`fleet.control.pushes`): when the payload lists the
 changed files, an instance whose last sync matched a commit on the chain of recorded pushes,
 and whose render read none of the changed paths, gets no job at all; the answer lists its app
 under `unchanged`. So a push to a monorepo of 10,000 apps costs one sync, not 10,000 checks.
@@ -34,11 +34,11 @@ from fastapi.concurrency import run_in_threadpool
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import blocked_reason, request_syncs
-from fleet.appsync import normalize_repo
-from fleet.instances import instance_key
-from fleet.pushes import Push, PushLog, Specs, changed_paths, unaffected
-from fleet.records import AppRecord
-from fleet.store import Store
+from fleet.control.policy import normalize_repo
+from fleet.control.pushes import Push, PushLog, Specs, changed_paths, unaffected
+from fleet.control.registry.records import AppRecord
+from fleet.control.registry.store import Store
+from fleet.control.routing.owners import instance_key
 
 log = logging.getLogger("api.webhooks")
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -126,7 +126,8 @@ def _unaffected(
     payload: dict[str, Any],
     pushed: str | None,
 ) -> set[str]:
-    """Instances this push cannot change; records the push for the next one (`fleet.pushes`)."""
+    """Instances this push cannot change; records the push for the next one
+    (`fleet.control.pushes`)."""
     paths, before = changed_paths(payload), payload.get("before")
     if pushed is None or paths is None or not _is_sha(before):
         return set()

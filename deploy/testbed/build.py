@@ -9,6 +9,7 @@ the current binaries so that one folder can go on PATH or into GITFLEET_TOOLS_DI
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -143,7 +144,19 @@ def link_tools(outputs: dict[str, Path]) -> None:
 
 
 def ensure_binaries(*, announce: bool = True) -> dict[str, Path]:
-    """Build what is missing and return {binary name: path}, plus kwok's stage file."""
+    """Build what is missing and return {binary name: path}, plus kwok's stage file.
+
+    A lock file serialises builds: two processes (a demo and a test run) that both find a
+    module missing would otherwise compile into the same `.partial` folder and rename it from
+    under each other. The second waits, then finds the module built.
+    """
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with (cache_root() / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_binaries(announce=announce)
+
+
+def _ensure_binaries(*, announce: bool) -> dict[str, Path]:
     go = go_version()
     outputs: dict[str, Path] = {}
     for module in MODULES:

@@ -1,9 +1,9 @@
 """Fixtures for the coordinator: a fresh Redis database per test, the real FastAPI app in its
 ASGI stack (TestClient runs the lifespan), and a recording dispatcher at the worker boundary.
 
-The dispatcher is the one thing replaced: `fleet.dispatch` belongs to the worker side, and
-these tests are about what the API asks of it (which app, which cluster, which trigger, which
-trace context), through `app.dependency_overrides`, the boundary FastAPI offers for it.
+The dispatcher is the one thing replaced: `fleet.control.routing.dispatch` belongs to the worker
+side, and these tests are about what the API asks of it (which app, which cluster, which trigger,
+which trace context), through `app.dependency_overrides`, the boundary FastAPI offers for it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from api.app import create_app
 from api.deps import optional_dispatcher
 from api.settings import Settings
-from cli.telemetry import setup_tracing
-from fleet.secrets import SecretBox
-from fleet.store import Store
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.store import Store
+from fleet.telemetry.sdk import setup_tracing
 from tests.support.redis_server import RedisServer
 
 ADMIN_TOKEN = "gf_admin-token-for-tests-0123456789"

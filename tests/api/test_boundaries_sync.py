@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet import sync
-from fleet.appsync import check_app_allowed, request_for
-from fleet.caches import SyncCaches
-from fleet.kube import KubeClient
+from fleet.control.policy import check_app_allowed, request_for
+from fleet.control.registry.records import (
+    AppDestination,
+    AppRecord,
+    AppSource,
+    Destination,
+    ProjectRecord,
+)
+from fleet.engine import sync
+from fleet.engine.caches import SyncCaches
+from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef
-from fleet.records import AppDestination, AppRecord, AppSource, Destination, ProjectRecord
 from tests.conftest import Cluster
 from tests.support.gitrepo import GitRepo
 

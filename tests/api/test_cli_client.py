@@ -16,7 +16,7 @@ from api.app import create_app
 from api.deps import optional_dispatcher
 from cli.main import main
 from deploy.testbed.process import free_port
-from fleet.store import Store
+from fleet.control.registry.store import Store
 from tests.api.conftest import ADMIN_TOKEN, RecordingDispatcher, fake_kubeconfig, settings_for
 
 

@@ -6,7 +6,7 @@ import base64
 
 import yaml
 
-from fleet.kube import KubeClient
+from fleet.kube.client import KubeClient
 from tests.api.conftest import Api, add_app, add_cluster, fake_kubeconfig
 from tests.conftest import Cluster
 

@@ -1,4 +1,5 @@
-"""With the real dispatcher (fleet.dispatch): a sync request lands in the owner worker's queue."""
+"""With the real dispatcher (fleet.control.routing.dispatch): a sync request lands in the owner
+worker's queue."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rq import Queue
 from rq.job import Job
 
 from api.app import create_app
-from fleet import membership
+from fleet.control.routing import membership
 from tests.api.conftest import (
     ADMIN_TOKEN,
     Api,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 from rq import Queue
 
-from fleet import membership
+from fleet.control.routing import membership
 from tests.api.conftest import Api, add_app, add_cluster
 
 

@@ -10,8 +10,8 @@ import redis
 from cryptography.fernet import Fernet
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from fleet.secrets import SecretBox, SecretError, key_from
-from fleet.store import Store
+from fleet.control.registry.secrets import SecretBox, SecretError, key_from
+from fleet.control.registry.store import Store
 from tests.api.conftest import ADMIN_TOKEN, WEBHOOK_SECRET, Api, app_body, fake_kubeconfig
 
 KUBE_TOKEN = "kube-token-4f0c2a9e7d"
@@ -143,9 +143,9 @@ def test_a_passphrase_setting_derives_a_stable_fernet_key() -> None:
 def test_without_a_key_setting_the_key_is_kept_in_redis_and_a_warning_logged_without_it(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import fleet.secrets
+    import fleet.control.registry.secrets
 
-    fleet.secrets._warned.clear()
+    fleet.control.registry.secrets._warned.clear()
     connection = redis.Redis.from_url(redis_url)
     caplog.set_level(logging.WARNING)
 

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import optional_dispatcher
-from fleet.appsync import normalize_repo
-from fleet.pushes import PushLog, SyncedAt, spec_of
+from fleet.control.policy import normalize_repo
+from fleet.control.pushes import PushLog, SyncedAt, spec_of
 from tests.api.conftest import (
     WEBHOOK_SECRET,
     Api,

@@ -30,11 +30,7 @@ from typing import Any
 from cryptography.fernet import Fernet
 from redis import Redis
 
-from fleet.dispatch import Dispatcher
-from fleet.errors import FleetError
-from fleet.inventory import InventoryStore
-from fleet.model import ObjectRef
-from fleet.records import (
+from fleet.control.registry.records import (
     AppDestination,
     AppRecord,
     AppSource,
@@ -42,8 +38,12 @@ from fleet.records import (
     ClusterRecord,
     SyncPolicy,
 )
-from fleet.secrets import SecretBox
-from fleet.store import Store
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.store import Store
+from fleet.control.routing.dispatch import Dispatcher
+from fleet.engine.inventory import InventoryStore
+from fleet.errors import FleetError
+from fleet.model import ObjectRef
 from tests.support import manifests as m
 from tests.support.gitrepo import GitRepo
 from tests.support.gitserver import GitHttpServer

@@ -1,0 +1,11 @@
+"""The fleet's state and coordination in Redis; it calls the engine, never the reverse.
+
+- `keys`: every Redis key and queue name, built here and nowhere else.
+- `registry/`: clusters, projects, apps and tokens, credentials encrypted, status and history.
+- `routing/`: who syncs what: owners, sharding, membership, leases, pending syncs, dispatch.
+- `windows`, `backoff`, `policy` (from a registered app to the engine's request), `pushes`
+  (what a git push cannot change) and `scheduler` (who is due, when).
+
+It may import `fleet.engine`, `fleet.kube`, the shared modules, redis and rq; never fastapi,
+`api`, `worker` or `cli`.
+"""

@@ -1,0 +1,378 @@
+"""The registry in Redis: clusters, projects and applications, with their credentials encrypted.
+
+Records are JSON under one key each, with a set per kind as the index (key layout in
+`fleet.control.keys`); credentials are Fernet-encrypted (`fleet.control.registry.secrets`) under
+keys of their own, so a record can be read, listed and logged without ever decrypting anything.
+
+Every write that checks something first (the name is free, the cluster exists, no app still
+targets the cluster, the dependencies make no cycle) goes through `storekeys.transact`: WATCH
+the registry generation, check, then write every key in one MULTI/EXEC. A failed request never
+leaves half a record, and no check can be overtaken by a concurrent write, so an app cannot
+start targeting a cluster while that cluster is being deleted. Deletes that would strand what
+depends on them are refused with `InUse` (a forced cluster delete is the one explicit escape).
+
+Status and history (`fleet.control.registry.status`) and tokens (`fleet.control.registry.tokens`)
+live in their own modules; `Store` offers their operations too so callers need one object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from redis import Redis
+from redis.client import Pipeline
+
+from fleet.control.keys import (
+    AlreadyExists,
+    Conflict,
+    InUse,
+    InvalidReference,
+    Keys,
+    NotFound,
+    StoreError,
+    now,
+    transact,
+)
+from fleet.control.policy import normalize_repo
+from fleet.control.registry import records
+from fleet.control.registry.records import (
+    DEFAULT_PROJECT,
+    AppRecord,
+    ClusterCredentials,
+    ClusterRecord,
+    ProjectRecord,
+    Role,
+    TokenRecord,
+)
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.status import SyncLog
+from fleet.control.registry.tokens import Tokens
+from fleet.control.routing.owners import instance_key
+from fleet.engine.source.cache import GitCredentials
+from fleet.kube.kubeconfig import ClusterConfig
+
+__all__ = ["AlreadyExists", "Conflict", "InUse", "InvalidReference", "NotFound", "Store"]
+__all__ += ["StoreError"]
+
+R = TypeVar("R")
+
+
+class Store:
+    """Registry operations over one Redis connection pool."""
+
+    def __init__(self, redis: Redis, box: SecretBox, *, prefix: str = "gitfleet") -> None:
+        self.redis = redis
+        self.box = box
+        self.keys = Keys(prefix)
+        self.log = SyncLog(redis, self.keys)
+        self.tokens = Tokens(redis, self.keys)
+        self._apps_cache: tuple[bytes | None, list[AppRecord]] = (None, [])
+        self._apps_lock = threading.Lock()
+        self._configs: dict[str, tuple[bytes, ClusterConfig]] = {}  # by cluster: ciphertext
+
+    def _transact(self, check: Callable[[], None], write: Callable[[Pipeline], None]) -> None:
+        transact(self.redis, self.keys, check, write)
+
+    def _read(self, key: str) -> bytes | None:
+        raw = self.redis.get(key)
+        return raw if isinstance(raw, bytes) else None
+
+    def _existence(self, key: str, kind: str, name: str, create: bool | None) -> None:
+        """create True: the name must be free; False: it must exist; None: either."""
+        exists = bool(self.redis.exists(key))
+        if create is True and exists:
+            raise AlreadyExists(f"{kind} {name} already exists")
+        if create is False and not exists:
+            raise NotFound(f"no {kind} named {name}")
+
+    def _load_all(self, cls: type[R], index: str, key: Callable[[str], str]) -> list[R]:
+        names = sorted(m.decode() for m in self.redis.smembers(index))  # type: ignore[union-attr]
+        raws = self.redis.mget([key(n) for n in names]) if names else []
+        return [records.from_json(cls, raw) for raw in raws if isinstance(raw, bytes)]
+
+    def _encrypted(self, record: Any) -> bytes:
+        return self.box.encrypt(records.to_json(record))
+
+    # -- clusters -----------------------------------------------------------------------------
+
+    def put_cluster(
+        self,
+        record: ClusterRecord,
+        credentials: ClusterCredentials | None = None,
+        *,
+        create: bool | None = None,
+    ) -> ClusterRecord:
+        """Register or update a cluster; `credentials` None keeps the stored ones."""
+        record = replace(record, created=record.created or now())
+        key = self.keys.cluster(record.name)
+
+        def check() -> None:
+            self._existence(key, "cluster", record.name, create)
+            if credentials is None and not self.redis.exists(key):
+                raise InvalidReference("credentials", f"cluster {record.name} needs credentials")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.set(key, records.to_json(record))
+            pipe.sadd(self.keys.clusters, record.name)
+            if credentials is not None:
+                pipe.set(self.keys.cluster_credentials(record.name), self._encrypted(credentials))
+
+        self._transact(check, write)
+        return record
+
+    def get_cluster(self, name: str) -> ClusterRecord:
+        raw = self._read(self.keys.cluster(name))
+        if raw is None:
+            raise NotFound(f"no cluster named {name}")
+        return records.from_json(ClusterRecord, raw)
+
+    def list_clusters(self) -> list[ClusterRecord]:
+        return self._load_all(ClusterRecord, self.keys.clusters, self.keys.cluster)
+
+    def cluster_config(self, name: str) -> ClusterConfig:
+        """Decrypted connection settings of a cluster: for workers, never for a response."""
+        raw = self._read(self.keys.cluster_credentials(name))
+        if raw is None:
+            raise NotFound(f"no credentials for cluster {name}")
+        known = self._configs.get(name)
+        if known is not None and known[0] == raw:
+            return known[1]  # same ciphertext: skip the decrypt and the kubeconfig parse
+        config = records.from_json(ClusterCredentials, self.box.decrypt(raw)).config(name)
+        self._configs[name] = (raw, config)
+        return config
+
+    def delete_cluster(self, name: str, *, force: bool = False) -> None:
+        """Unregister a cluster; refused (InUse) while apps target it, unless `force`."""
+
+        def check() -> None:
+            self._existence(self.keys.cluster(name), "cluster", name, False)
+            users = [a.name for a in self.list_apps() if name in self.instances(a)]
+            if users and not force:
+                raise InUse(
+                    f"cluster {name} is the destination of app(s) {', '.join(users)}; delete or "
+                    "move them first, or pass force=true to unregister it anyway"
+                )
+
+        def write(pipe: Pipeline) -> None:
+            pipe.delete(self.keys.cluster(name), self.keys.cluster_credentials(name))
+            pipe.srem(self.keys.clusters, name)
+
+        self._transact(check, write)
+
+    # -- projects -----------------------------------------------------------------------------
+
+    def put_project(self, record: ProjectRecord, *, create: bool | None = None) -> ProjectRecord:
+        """Create or replace a project. `default` is built in: it can be replaced, not created."""
+        record = replace(record, created=record.created or now())
+        key = self.keys.project(record.name)
+
+        def check() -> None:
+            if record.name != DEFAULT_PROJECT.name:
+                self._existence(key, "project", record.name, create)
+            elif create is True:
+                raise AlreadyExists("project default is built in; change it with PUT")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.set(key, records.to_json(record))
+            pipe.sadd(self.keys.projects, record.name)
+
+        self._transact(check, write)
+        return record
+
+    def get_project(self, name: str) -> ProjectRecord:
+        raw = self._read(self.keys.project(name))
+        if raw is not None:
+            return records.from_json(ProjectRecord, raw)
+        if name == DEFAULT_PROJECT.name:
+            return DEFAULT_PROJECT
+        raise NotFound(f"no project named {name}")
+
+    def list_projects(self) -> list[ProjectRecord]:
+        stored = {
+            p.name: p for p in self._load_all(ProjectRecord, self.keys.projects, self.keys.project)
+        }
+        stored.setdefault(DEFAULT_PROJECT.name, DEFAULT_PROJECT)
+        return [stored[name] for name in sorted(stored)]
+
+    def delete_project(self, name: str) -> None:
+        """Delete a project; refused while apps belong to it, and for the built-in default."""
+
+        def check() -> None:
+            if name == DEFAULT_PROJECT.name:
+                raise InUse("project default is built in and cannot be deleted")
+            self._existence(self.keys.project(name), "project", name, False)
+            users = [a.name for a in self.list_apps() if a.project == name]
+            if users:
+                raise InUse(f"project {name} still has app(s) {', '.join(users)}")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.delete(self.keys.project(name))
+            pipe.srem(self.keys.projects, name)
+
+        self._transact(check, write)
+
+    # -- applications -------------------------------------------------------------------------
+
+    def put_app(
+        self,
+        record: AppRecord,
+        *,
+        credentials: GitCredentials | None = None,
+        create: bool | None = None,
+    ) -> AppRecord:
+        """Create or replace an app. Given git credentials are stored; with none given, the
+        stored ones are kept if `record.has_credentials`, and removed otherwise."""
+        stamp = now()
+        has_credentials = credentials is not None or record.has_credentials
+        record = replace(
+            record, created=record.created or stamp, updated=stamp, has_credentials=has_credentials
+        )
+        key, creds_key = self.keys.app(record.name), self.keys.app_credentials(record.name)
+
+        def check() -> None:
+            self._existence(key, "app", record.name, create)
+            self._check_references(record)
+            if credentials is None and has_credentials and not self.redis.exists(creds_key):
+                raise InvalidReference("credentials", "there are no stored git credentials")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.set(key, records.to_json(record))
+            pipe.sadd(self.keys.apps, record.name)
+            if credentials is not None:
+                pipe.set(creds_key, self._encrypted(credentials))
+            elif not has_credentials:
+                pipe.delete(creds_key)
+
+        self._transact(check, write)
+        return record
+
+    def _check_references(self, record: AppRecord) -> None:
+        try:
+            self.get_project(record.project)
+        except NotFound:
+            raise InvalidReference("project", f"no project named {record.project}") from None
+        cluster = record.destination.cluster
+        if cluster and not self.redis.exists(self.keys.cluster(cluster)):
+            raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
+        for dep in record.depends_on:
+            if dep == record.name or not self.redis.exists(self.keys.app(dep)):
+                raise InvalidReference("dependsOn", f"no other app named {dep}")
+        cycle = self._cycle_through(record)
+        if cycle:
+            raise InvalidReference("dependsOn", "makes a cycle: " + " -> ".join(cycle))
+
+    def _cycle_through(self, record: AppRecord) -> list[str]:
+        """A dependency path from `record` back to itself, if its depends_on makes one.
+        Walks only the apps reachable from it, so creating an app stays O(1) in the fleet."""
+        stack = [(dep, [record.name, dep]) for dep in record.depends_on]
+        seen: set[str] = set()
+        while stack:
+            name, path = stack.pop()
+            if name == record.name:
+                return path
+            if name not in seen:
+                seen.add(name)
+                stack.extend((dep, [*path, dep]) for dep in self._depends_on(name))
+        return []
+
+    def _depends_on(self, name: str) -> tuple[str, ...]:
+        try:
+            return tuple(self.get_app(name).depends_on)
+        except NotFound:
+            return ()
+
+    def get_app(self, name: str) -> AppRecord:
+        raw = self._read(self.keys.app(name))
+        if raw is None:
+            raise NotFound(f"no app named {name}")
+        return records.from_json(AppRecord, raw)
+
+    def list_apps(self) -> list[AppRecord]:
+        return self._load_all(AppRecord, self.keys.apps, self.keys.app)
+
+    def list_apps_cached(self) -> list[AppRecord]:
+        """`list_apps`, re-read only when the registry generation moved: a loop over 10,000
+        apps (scheduler tick, worker refresh) then costs one GET while nothing changes. The
+        generation is read first, so a write racing the read only causes one more re-read."""
+        generation = self.generation()
+        with self._apps_lock:
+            if generation is None or generation != self._apps_cache[0]:
+                self._apps_cache = (generation, self.list_apps())
+            return list(self._apps_cache[1])
+
+    def git_credentials(self, app: str) -> GitCredentials | None:
+        """Decrypted git credentials of an app: for workers, never for a response."""
+        raw = self._read(self.keys.app_credentials(app))
+        return records.from_json(GitCredentials, self.box.decrypt(raw)) if raw else None
+
+    def instances(self, app: AppRecord, clusters: list[ClusterRecord] | None = None) -> list[str]:
+        """Names of the registered clusters `app` deploys to: its cluster, or every cluster
+        whose labels match its selector (an empty selector matches all), sorted."""
+        clusters = self.list_clusters() if clusters is None else clusters
+        dest = app.destination
+        if dest.cluster:
+            return [c.name for c in clusters if c.name == dest.cluster]
+        return [c.name for c in clusters if c.matches(dest.selector or {})]
+
+    def dependents(self, name: str) -> list[str]:
+        """The apps whose depends_on names `name`."""
+        return [a.name for a in self.list_apps() if name in a.depends_on]
+
+    def mark_deleting(self, name: str) -> AppRecord:
+        """Flag an app whose objects a cascading delete is pruning."""
+        return self.put_app(replace(self.get_app(name), deleting=True), create=False)
+
+    def delete_app(self, name: str, *, force: bool = False) -> None:
+        """Remove an app with its credentials, status, history and synced records (its objects
+        stay put)."""
+
+        def check() -> None:
+            self._existence(self.keys.app(name), "app", name, False)
+            users = self.dependents(name)
+            if users and not force:
+                raise InUse(f"app(s) {', '.join(users)} depend on app {name}")
+
+        clusters = set(self.log.statuses(name)) | {c.name for c in self.list_clusters()}
+        synced = self.keys.synced(normalize_repo(self.get_app(name).source.repo))
+
+        def write(pipe: Pipeline) -> None:
+            pipe.delete(self.keys.app(name), self.keys.app_credentials(name))
+            pipe.delete(self.keys.status(name), self.keys.operation(name))
+            for cluster in sorted(clusters):
+                pipe.delete(self.keys.history(name, cluster))
+                pipe.hdel(synced, instance_key(name, cluster))
+            pipe.srem(self.keys.apps, name)
+
+        self._transact(check, write)
+
+    # -- status, history and tokens (see fleet.control.registry.status and
+    # fleet.control.registry.tokens) ----------------------
+
+    def set_status(self, app: str, cluster: str, status: dict[str, Any]) -> None:
+        self.log.set_status(app, cluster, status)
+
+    def get_status(self, app: str, cluster: str) -> dict[str, Any] | None:
+        return self.log.get_status(app, cluster)
+
+    def many_statuses(self, instances: list[tuple[str, str]]) -> list[dict[str, Any] | None]:
+        """The status of each (app, cluster), in order, in one round trip."""
+        return self.log.many_statuses(instances)
+
+    def generation(self) -> bytes | None:
+        """Changes with every registry write (apps, clusters, projects), never otherwise."""
+        return self._read(self.keys.generation)
+
+    def add_history(self, app: str, cluster: str, record: dict[str, Any], keep: int = 50) -> None:
+        self.log.add_history(app, cluster, record, keep)
+
+    def history(self, app: str, cluster: str) -> list[dict[str, Any]]:
+        return self.log.history(app, cluster)
+
+    def create_token(self, name: str, role: Role, project: str | None = None) -> str:
+        return self.tokens.create(name, role, project)
+
+    def lookup_token(self, plaintext: str) -> TokenRecord | None:
+        return self.tokens.lookup(plaintext)

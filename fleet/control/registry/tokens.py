@@ -1,0 +1,92 @@
+"""API tokens: random text handed out once, stored only as its SHA-256 digest.
+
+A plain SHA-256 (not a slow password hash) is enough because tokens are 256 random bits, not
+something a person chose: there is nothing to brute-force, and the lookup on every request must
+be one GET. A leaked Redis dump therefore yields no usable token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from redis import Redis
+from redis.client import Pipeline
+
+from fleet.control.keys import AlreadyExists, Keys, NotFound, now, transact
+from fleet.control.registry import records
+from fleet.control.registry.records import Role, TokenRecord
+
+BOOTSTRAP_TOKEN = "bootstrap-admin"
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return "gf_" + secrets.token_urlsafe(32)
+
+
+class Tokens:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+
+    def create(self, name: str, role: Role, project: str | None = None) -> str:
+        """A new token; its text is returned here and never again."""
+        plaintext = new_token()
+        self._store(TokenRecord(name, Role(role), project, now()), plaintext, create=True)
+        return plaintext
+
+    def lookup(self, plaintext: str) -> TokenRecord | None:
+        raw = self.redis.get(self.keys.token(digest(plaintext)))
+        return records.from_json(TokenRecord, raw) if isinstance(raw, bytes) else None
+
+    def list(self) -> list[TokenRecord]:
+        digests: dict[bytes, bytes] = self.redis.hgetall(self.keys.tokens)  # type: ignore[assignment]
+        raws = [self.redis.get(self.keys.token(d.decode())) for d in digests.values()]
+        found = [records.from_json(TokenRecord, r) for r in raws if isinstance(r, bytes)]
+        return sorted(found, key=lambda t: t.name)
+
+    def revoke(self, name: str) -> None:
+        old = self.redis.hget(self.keys.tokens, name)
+        if not isinstance(old, bytes):
+            raise NotFound(f"no token named {name}")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.delete(self.keys.token(old.decode()))
+            pipe.hdel(self.keys.tokens, name)
+
+        transact(self.redis, self.keys, lambda: None, write)
+
+    def ensure_admin(self, plaintext: str | None) -> str | None:
+        """The bootstrap admin token: `plaintext` when given (replacing an earlier one); else
+        one generated on the very first start and returned to be shown once; else None."""
+        record = TokenRecord(BOOTSTRAP_TOKEN, Role.ADMIN, None, now())
+        if plaintext:
+            if self.lookup(plaintext) is None:
+                self._store(record, plaintext, create=False)
+            return None
+        if not self.redis.set(self.keys.bootstrap, now(), nx=True):
+            return None
+        generated = new_token()
+        self._store(record, generated, create=False)
+        return generated
+
+    def _store(self, record: TokenRecord, plaintext: str, *, create: bool) -> None:
+        old: list[bytes] = []
+
+        def check() -> None:
+            found = self.redis.hget(self.keys.tokens, record.name)
+            if create and found is not None:
+                raise AlreadyExists(f"token {record.name} already exists")
+            old[:] = [found] if isinstance(found, bytes) else []
+
+        def write(pipe: Pipeline) -> None:
+            for previous in old:
+                pipe.delete(self.keys.token(previous.decode()))
+            pipe.set(self.keys.token(digest(plaintext)), records.to_json(record))
+            pipe.hset(self.keys.tokens, record.name, digest(plaintext))
+
+        transact(self.redis, self.keys, check, write)

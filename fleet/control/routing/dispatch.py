@@ -1,0 +1,255 @@
+"""Ask the workers for syncs: route each instance to its owner's queue, one pending sync each.
+
+The API, the scheduler and the workers (retries, self-heal) all go through `Dispatcher`:
+
+- `request_sync` finds the owner of `app@cluster` (`fleet.control.routing.owners.OwnerMap`), then
+  creates, merges into, or follows up the instance's pending sync (`fleet.control.routing.pending`),
+  pushing an rq job onto `<prefix>-shard-<worker>` only when a new run is really needed. No live
+  worker is a `NoWorkers` error, which is retryable: the request can be repeated once a worker
+  registers.
+- Dry runs (diffs) are read-only and never merge: each is its own job on the owner's queue, so
+  a diff answers for the state it was asked about and never turns into a write.
+- `claim` / `finish` are the worker's half of the pending-sync protocol; `defer` / `pump` hold
+  syncs that must wait (retries, dependencies, a busy lease); `recover` moves work stranded by
+  a dead worker (used by the coordinator's scheduler, `fleet.control.scheduler`).
+
+The job functions live in the worker (`worker.jobs`); they are named by their import path so
+this library never imports the process that runs them. TTLs are set on purpose: results live
+10 minutes (long enough for a diff to be read), failures a day (rq's default is a year, and
+the sync record in the store is what people read).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+from rq import Queue
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+
+from fleet.control.routing.leases import Lease
+from fleet.control.routing.owners import OwnerMap, instance_key, safe_id
+from fleet.control.routing.pending import Intent, Pending, PendingSyncs
+from fleet.control.routing.sharding import NoWorkers
+
+SYNC_JOB = "worker.jobs.sync_job"
+PREVIEW_JOB = "worker.jobs.preview_job"
+RESULT_TTL = 600
+FAILURE_TTL = 24 * 3600
+JOB_TIMEOUT = 900
+_FAILED = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The job that will carry a requested sync. `merged`: the request joined a sync that was
+    already pending instead of creating a new run."""
+
+    job_id: str
+    queue: str
+    merged: bool
+
+
+class Dispatcher:
+    def __init__(
+        self, redis: Redis, *, prefix: str = "gitfleet", job_timeout: int = JOB_TIMEOUT
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.job_timeout = job_timeout
+        self.owners = OwnerMap(redis, prefix=prefix)
+        self.pending = PendingSyncs(redis, prefix=prefix)
+        self.leases = Lease(redis, key_prefix=prefix)
+
+    # -- naming -------------------------------------------------------------------------------
+
+    def queue_name(self, worker: str) -> str:
+        return f"{self.prefix}-shard-{worker}"
+
+    def worker_of(self, queue: str) -> str:
+        return queue.removeprefix(f"{self.prefix}-shard-")
+
+    def queue_for(self, instance: str) -> str:
+        """The owner's queue; `NoWorkers` (retryable) when no worker is live."""
+        try:
+            return self.queue_name(self.owners.owner(instance))
+        except NoWorkers as e:
+            raise NoWorkers(
+                f"cannot sync {instance}: no live workers (prefix {self.prefix}). Start one "
+                "with `gitfleet worker`, then retry"
+            ) from e
+
+    @staticmethod
+    def new_job_id(kind: str, instance: str) -> str:
+        return f"{kind}-{safe_id(instance)}-{uuid.uuid4().hex[:12]}"
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def request_sync(
+        self,
+        app: str,
+        cluster: str,
+        *,
+        trigger: str,
+        revision: str | None = None,
+        dry_run: bool = False,
+        carrier: dict[str, str] | None = None,
+    ) -> JobRef:
+        intent = Intent(trigger, revision or "", dict(carrier or {}))
+        instance = instance_key(app, cluster)
+        if dry_run:
+            return self._preview(instance, intent)
+        return self.request_intent(instance, intent)
+
+    def request_intent(self, instance: str, intent: Intent) -> JobRef:
+        """Create, merge into or follow up the pending sync of `instance`."""
+        queue = self.queue_for(instance)
+        job_id, queue, merged = self.pending.request(
+            instance,
+            intent,
+            queue=queue,
+            new_id=self.new_job_id("sync", instance),
+            enqueue=self._enqueue_sync(instance),
+            now=time.time(),
+        )
+        return JobRef(job_id, queue, merged)
+
+    def _preview(self, instance: str, intent: Intent) -> JobRef:
+        queue = Queue(self.queue_for(instance), connection=self.redis)
+        job = queue.enqueue_call(
+            PREVIEW_JOB,
+            args=(instance, intent.to_json()),
+            job_id=self.new_job_id("diff", instance),
+            timeout=self.job_timeout,
+            result_ttl=RESULT_TTL,
+            failure_ttl=RESULT_TTL,
+            ttl=RESULT_TTL,
+            meta={"otel": intent.carrier},
+            description=f"diff {instance}",
+        )
+        return JobRef(job.id, queue.name, False)
+
+    def _enqueue_sync(self, instance: str) -> Any:
+        def enqueue(pipe: Pipeline, queue_name: str, job_id: str, intent: Intent) -> None:
+            queue = Queue(queue_name, connection=self.redis)
+            job = queue.create_job(
+                SYNC_JOB,
+                args=(instance,),
+                job_id=job_id,
+                timeout=self.job_timeout,
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
+                meta={"otel": intent.carrier},
+                description=f"sync {instance} ({intent.trigger})",
+            )
+            queue.enqueue_job(job, pipeline=pipe)
+
+        return enqueue
+
+    def wait(self, job: JobRef, timeout: float) -> dict[str, Any] | None:
+        """The job's return value once it finished; an error dict if it failed; None if it has
+        not finished within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._result(job.job_id)
+            if found is not None or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.1)
+
+    def _result(self, job_id: str) -> dict[str, Any] | None:
+        try:
+            job = Job.fetch(job_id, connection=self.redis)
+        except NoSuchJobError:
+            return None
+        status = job.get_status()
+        if status == JobStatus.FINISHED:
+            value = job.return_value()
+            return value if isinstance(value, dict) else {"result": value}
+        if status in _FAILED:
+            lines = (job.exc_info or "").strip().splitlines()
+            reason = lines[-1] if lines else str(status)
+            return {"error": f"job {job_id} {status}: {reason}", "resources": []}
+        return None
+
+    # -- the worker's half --------------------------------------------------------------------
+
+    def claim(self, instance: str, job_id: str, *, worker: str) -> Pending | None:
+        return self.pending.claim(instance, job_id, worker=worker, now=time.time())
+
+    def finish(self, instance: str, job_id: str, *, fallback_queue: str) -> str | None:
+        """End a claimed sync; its follow-up (if any) goes to the instance's current owner."""
+        try:
+            queue = self.queue_for(instance)
+        except NoWorkers:  # not even the finishing worker is live: keep the queue it had
+            queue = fallback_queue
+        return self.pending.finish(
+            instance, job_id, queue=queue, enqueue=self._enqueue_sync(instance)
+        )
+
+    def defer(self, instance: str, intent: Intent, *, delay: float) -> None:
+        self.pending.defer(instance, intent, at=time.time() + delay)
+
+    def cancel_deferred(self, instance: str) -> None:
+        self.pending.cancel_deferred(instance)
+
+    def pump(self, now: float) -> list[JobRef]:
+        """Request every deferred sync that is due at `now`. Without a live worker, what was
+        popped is deferred again by a second and `NoWorkers` raised, so nothing is lost."""
+        due = self.pending.due(now)
+        refs = []
+        for index, (instance, intent) in enumerate(due):
+            try:
+                refs.append(self.request_intent(instance, intent))
+            except NoWorkers:
+                for later, kept in due[index:]:
+                    self.pending.defer(later, kept, at=now + 1.0)
+                raise
+        return refs
+
+    # -- recovery (the coordinator's scheduler) -----------------------------------------------
+
+    def recover(self, now: float, *, grace: float = 10.0) -> list[str]:
+        """Move pending syncs stranded by dead workers; return the instances moved.
+
+        Queued in the queue of a worker that is no longer live (or whose job vanished): moved
+        to the current owner. Running, with the instance's lease free for `grace` seconds past
+        the claim: its worker died mid-sync (the lease expired), so it runs again on the owner.
+        """
+        live = set(self.owners.live())
+        moved = []
+        for instance in self.pending.instances():
+            current = self.pending.get(instance)
+            stranded = current is not None and self._stranded(instance, current, live, now, grace)
+            if stranded and current is not None and self._move(instance, current):
+                moved.append(instance)
+        return moved
+
+    def _stranded(
+        self, instance: str, p: Pending, live: set[str], now: float, grace: float
+    ) -> bool:
+        if p.state == "queued":
+            dead = self.worker_of(p.queue) not in live
+            return dead or not Job.exists(p.job_id, connection=self.redis)
+        if p.state == "running":
+            return now - p.started > grace and self.leases.holder(instance) is None
+        return False
+
+    def _move(self, instance: str, stranded: Pending) -> bool:
+        def drop(pipe: Pipeline, old: Pending) -> None:
+            pipe.lrem(Queue(old.queue, connection=self.redis).key, 0, old.job_id)
+            pipe.delete(Job.key_for(old.job_id))
+
+        moved = self.pending.requeue(
+            instance,
+            stranded,
+            queue=self.queue_for(instance),
+            new_id=self.new_job_id("sync", instance),
+            enqueue=self._enqueue_sync(instance),
+            drop=drop,
+        )
+        return moved is not None

@@ -1,0 +1,111 @@
+"""Application instances (one app on one cluster, `app@cluster`) and which worker owns each.
+
+The unit of sharding, leasing and queueing is the instance, not the app: an app with a cluster
+selector fans out to many clusters, and each of those syncs is independent work that should
+spread over the workers. App names are DNS labels, so they never contain `@`; the first `@`
+splits an instance key even when a cluster name has one.
+
+The owner of an instance is what `fleet.control.routing.sharding.assign` gives it over *every*
+instance known in the registry and the live workers, so the coordinator, the scheduler and every
+worker compute the same owner. `OwnerMap` caches that map and recomputes it only when the registry
+generation (bumped by every registry write, `fleet.control.keys`) or the set of live workers
+changes, so dispatching one sync costs two small Redis reads, not a registry scan.
+
+rq job ids allow letters, digits, `_` and `-` only; `safe_id` encodes anything else as `_xx`
+(hex of its UTF-8 bytes, `_` itself included), which keeps ids readable and injective.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from redis import Redis
+
+from fleet.control.keys import Keys
+from fleet.control.registry import records
+from fleet.control.registry.records import AppRecord, ClusterRecord
+from fleet.control.routing import membership
+from fleet.control.routing.sharding import assign
+
+SEPARATOR = "@"
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+def instance_key(app: str, cluster: str) -> str:
+    return f"{app}{SEPARATOR}{cluster}"
+
+
+def split_instance(key: str) -> tuple[str, str]:
+    """(`app`, `cluster`) of `app@cluster`; ValueError when there is no `@`."""
+    app, sep, cluster = key.partition(SEPARATOR)
+    if not (sep and app and cluster):
+        raise ValueError(f"instance: {key!r} is not of the form app@cluster")
+    return app, cluster
+
+
+def safe_id(text: str) -> str:
+    """`text` with every character outside [A-Za-z0-9-] written as `_xx` (its UTF-8 bytes)."""
+    return "".join(c if c in _SAFE else "".join(f"_{b:02x}" for b in c.encode()) for c in text)
+
+
+def clusters_for(app: AppRecord, clusters: Sequence[ClusterRecord]) -> list[str]:
+    """The registered clusters `app` deploys to (as `Store.instances` decides), sorted."""
+    dest = app.destination
+    if dest.cluster:
+        return [c.name for c in clusters if c.name == dest.cluster]
+    return sorted(c.name for c in clusters if c.matches(dest.selector or {}))
+
+
+def _load(redis: Redis, index: str, key_of: Callable[[str], str]) -> list[bytes]:
+    names = sorted(m.decode() for m in redis.smembers(index))  # type: ignore[union-attr]
+    raws = redis.mget([key_of(n) for n in names]) if names else []
+    return [raw for raw in raws if isinstance(raw, bytes)]
+
+
+def registered_instances(redis: Redis, *, prefix: str = "gitfleet") -> list[str]:
+    """Every `app@cluster` the registry holds, read without decrypting anything."""
+    keys = Keys(prefix)
+    apps = [records.from_json(AppRecord, r) for r in _load(redis, keys.apps, keys.app)]
+    clusters = [
+        records.from_json(ClusterRecord, r) for r in _load(redis, keys.clusters, keys.cluster)
+    ]
+    return [instance_key(a.name, c) for a in apps for c in clusters_for(a, clusters)]
+
+
+class OwnerMap:
+    """The shard map over registered instances and live workers, cached between changes."""
+
+    def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self._keys = Keys(prefix)
+        self._lock = threading.Lock()
+        self._stamp: tuple[bytes | None, tuple[str, ...]] | None = None
+        self._map: dict[str, str] = {}
+
+    def owner(self, instance: str) -> str:
+        """The live worker that owns `instance`; `NoWorkers` when none is live."""
+        workers = self.live()
+        shard = self._refreshed(workers)
+        found = shard.get(instance)
+        if found is not None:
+            return found
+        return assign([*shard, instance], list(workers))[instance]
+
+    def current(self) -> dict[str, str]:
+        """instance -> worker for every registered instance; `NoWorkers` when none is live."""
+        return dict(self._refreshed(self.live()))
+
+    def live(self) -> tuple[str, ...]:
+        return tuple(membership.live_workers(self.redis, prefix=self.prefix))
+
+    def _refreshed(self, workers: tuple[str, ...]) -> dict[str, str]:
+        raw = self.redis.get(self._keys.generation)
+        stamp = (raw if isinstance(raw, bytes) else None, workers)
+        with self._lock:
+            if stamp != self._stamp:
+                instances = registered_instances(self.redis, prefix=self.prefix)
+                self._map = assign(instances, list(workers))
+                self._stamp = stamp
+            return self._map

@@ -1,0 +1,34 @@
+"""The warm state a sync reuses: git objects and renders (and, in workers, more to come).
+
+One-shot commands keep it on disk under GITFLEET_CACHE_DIR (default ~/.cache/gitfleet), so a
+second `gitfleet sync` of an unchanged app fetches nothing new and renders nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.engine.prune import LabelledIndex
+from fleet.engine.render.stage import Renderer
+from fleet.engine.source.cache import SourceCache
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("GITFLEET_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "gitfleet"
+
+
+@dataclass
+class SyncCaches:
+    source: SourceCache
+    renderer: Renderer
+    labelled: LabelledIndex | None = None  # a worker's watches; one-shot commands LIST
+
+    @classmethod
+    def at(cls, root: Path | None = None) -> SyncCaches:
+        root = root or default_cache_dir()
+        (root / "git").mkdir(parents=True, exist_ok=True)
+        (root / "render").mkdir(parents=True, exist_ok=True)
+        return cls(SourceCache(root / "git"), Renderer(root / "render"))

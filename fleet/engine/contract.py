@@ -1,0 +1,107 @@
+"""What a sync is asked to do and what it reports: the contract between fleet.engine.sync and
+callers.
+
+The CLI, the worker and the benchmark build a `SyncRequest`; `fleet.engine.sync.run` returns a
+`SyncResult` whose JSON form (`to_json`) is what `gitfleet sync -o json` prints and what the
+coordinator stores as the last sync record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.render.stage import RenderParams
+from fleet.engine.source.cache import GitCredentials
+from fleet.model import Action, Health, ObjectRef, SyncStatus
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """One application synced to one cluster."""
+
+    app: str
+    repo: str
+    path: str
+    revision: str = "HEAD"
+    namespace: str = "default"
+    credentials: GitCredentials | None = field(default=None, repr=False)
+    render: RenderParams = field(default_factory=RenderParams)
+    prune: bool = False
+    allow_empty: bool = False
+    create_namespace: bool = False
+    force_conflicts: bool = True
+    dry_run: bool = False
+    timeout: float = 300.0
+    ignore: IgnoreRules = field(default_factory=IgnoreRules)
+    prune_kinds_allowed: frozenset[str] = frozenset()
+    allowed_cluster_kinds: frozenset[str] | None = None
+    allowed_namespaces: tuple[str, ...] | None = None
+    trigger: str = "manual"
+    fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
+
+
+@dataclass(frozen=True)
+class ResourceResult:
+    ref: ObjectRef
+    wave: int
+    action: Action
+    health: Health
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.ref.group,
+            "version": self.ref.version,
+            "kind": self.ref.kind,
+            "namespace": self.ref.namespace,
+            "name": self.ref.name,
+            "wave": self.wave,
+            "action": str(self.action),
+            "health": str(self.health),
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    app: str
+    revision: str
+    sync_status: SyncStatus
+    health: Health
+    started: datetime
+    finished: datetime
+    trace_id: str
+    resources: tuple[ResourceResult, ...] = ()
+    error: str = ""
+    error_stage: str = ""
+    rendered: bool = False
+    writes: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
+    fingerprint: str = ""
+    inputs: tuple[str, ...] = ()  # repository paths the render read (`fleet.control.pushes`)
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.error and self.sync_status == SyncStatus.SYNCED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "revision": self.revision,
+            "sync_status": str(self.sync_status),
+            "health": str(self.health),
+            "started": self.started.isoformat(),
+            "finished": self.finished.isoformat(),
+            "trace_id": self.trace_id,
+            "error": self.error,
+            "error_stage": self.error_stage,
+            "rendered": self.rendered,
+            "writes": self.writes,
+            "stages": dict(self.stages),
+            "fingerprint": self.fingerprint,
+            "inputs": list(self.inputs),
+            "resources": [r.to_json() for r in self.resources],
+        }

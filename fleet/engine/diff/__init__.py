@@ -1,0 +1,7 @@
+"""Stage 4, diff: pure comparison of what we declare against what is live.
+
+- `compare`: the comparison and its ignore rules.
+- `managed_fields`: which paths of a live object each field manager owns.
+
+Pure: no `fleet.kube`, no urllib3.
+"""

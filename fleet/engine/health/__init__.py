@@ -1,0 +1,8 @@
+"""Stage 6, health: judge live objects, and wait until they are healthy.
+
+- `assess`: the pure judgement of one object, dispatching to a rule per kind.
+- `rules`: one small pure function per kind, each with its reasons in its own docstring.
+- `wait`: the polling half, the only module here that talks to a cluster.
+
+`assess` and `rules` are pure: no `fleet.kube`, no urllib3, no clock.
+"""

@@ -1,0 +1,444 @@
+"""Per-kind health rules: one small pure function per kind, and the field readers they share.
+
+`fleet.engine.health.assess` holds the dispatch table, the generic rules for custom resources, and
+the reasons behind each rule below (notably where it follows Argo CD rather than kstatus).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from fleet.model import Health, HealthStatus, Manifest, ObjectRef
+
+Rule = Callable[[Manifest], HealthStatus]
+
+
+# -- readers, tolerant of missing or mistyped fields so that a rule never raises ---------------
+
+
+def field(obj: Any, *path: str) -> Any:
+    """The value at `path` inside nested dicts, or None when any step is missing."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def count(obj: Any, *path: str, default: int = 0) -> int:
+    value = field(obj, *path)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def text(obj: Any, *path: str) -> str:
+    value = field(obj, *path)
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One entry of `status.conditions`."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def is_true(self) -> bool:
+        return self.status == "True"
+
+    @property
+    def is_false(self) -> bool:
+        return self.status == "False"
+
+    def describe(self) -> str:
+        """`Ready=False (IssuerNotFound): issuer "x" not found`."""
+        reason = f" ({self.reason})" if self.reason else ""
+        message = f": {self.message}" if self.message else ""
+        return f"{self.type}={self.status}{reason}{message}"
+
+
+def parse_conditions(raw: Any) -> dict[str, Condition]:
+    """Conditions by type from a list of condition dicts; malformed entries are skipped."""
+    items = raw if isinstance(raw, list) else []
+    found = [
+        Condition(text(c, "type"), text(c, "status"), text(c, "reason"), text(c, "message"))
+        for c in items
+        if isinstance(c, dict) and text(c, "type")
+    ]
+    return {c.type: c for c in found}
+
+
+def conditions(obj: Manifest) -> dict[str, Condition]:
+    return parse_conditions(field(obj, "status", "conditions"))
+
+
+healthy = partial(HealthStatus, Health.HEALTHY)
+progressing = partial(HealthStatus, Health.PROGRESSING)
+degraded = partial(HealthStatus, Health.DEGRADED)
+suspended = partial(HealthStatus, Health.SUSPENDED)
+
+
+def no_status(obj: Manifest) -> HealthStatus:
+    return HealthStatus(
+        Health.UNKNOWN, f"no controller has reported status for {ObjectRef.of(obj)}"
+    )
+
+
+def unobserved(obj: Manifest, *, required: bool) -> HealthStatus | None:
+    """Progressing while the controller has not yet seen the latest spec, else None.
+
+    Built-in workload controllers always report `status.observedGeneration`, so for them a
+    missing value (`required`) means "not observed yet". Many custom controllers never report
+    it; for those only a value that is present and behind counts.
+    """
+    generation = field(obj, "metadata", "generation")
+    observed = field(obj, "status", "observedGeneration")
+    if not isinstance(generation, int) or (observed is None and not required):
+        return None
+    if isinstance(observed, int) and observed >= generation:
+        return None
+    return progressing(f"waiting for the controller to observe generation {generation}")
+
+
+def exists(obj: Manifest) -> HealthStatus:
+    """Kinds with no controller behind them: existing is all there is to being healthy."""
+    return healthy("exists")
+
+
+# -- workloads ----------------------------------------------------------------------------------
+
+
+def deployment(obj: Manifest) -> HealthStatus:
+    if field(obj, "spec", "paused") is True:
+        return suspended("rollout is paused (spec.paused)")
+    if pending := unobserved(obj, required=True):
+        return pending
+    progress = conditions(obj).get("Progressing")
+    if progress and progress.reason == "ProgressDeadlineExceeded":
+        return degraded(f"progress deadline exceeded: {progress.message or progress.describe()}")
+    want = count(obj, "spec", "replicas", default=1)
+    updated = count(obj, "status", "updatedReplicas")
+    total = count(obj, "status", "replicas")
+    available = count(obj, "status", "availableReplicas")
+    if updated < want:
+        return progressing(f"rollout in progress: {updated} of {want} replicas updated")
+    if total > updated:
+        return progressing(f"rollout in progress: {total - updated} old replicas still terminating")
+    if available < updated:
+        return progressing(
+            f"rollout in progress: {available} of {updated} updated replicas available"
+        )
+    return healthy(f"{available} of {want} replicas available")
+
+
+def statefulset(obj: Manifest) -> HealthStatus:
+    if pending := unobserved(obj, required=True):
+        return pending
+    want = count(obj, "spec", "replicas", default=1)
+    ready = count(obj, "status", "readyReplicas")
+    if ready < want:
+        return progressing(f"{ready} of {want} replicas ready")
+    if text(obj, "spec", "updateStrategy", "type") == "OnDelete":
+        return healthy(
+            f"{ready} replicas ready; update strategy OnDelete replaces pods only when deleted"
+        )
+    return _statefulset_rollout(obj, want)
+
+
+def _statefulset_rollout(obj: Manifest, want: int) -> HealthStatus:
+    partition = count(obj, "spec", "updateStrategy", "rollingUpdate", "partition")
+    updated = count(obj, "status", "updatedReplicas")
+    target = max(want - partition, 0)
+    held = f" ({partition} held back by partition)" if partition else ""
+    if updated < target:
+        return progressing(
+            f"rolling update in progress: {updated} of {target} replicas updated{held}"
+        )
+    if partition:
+        return healthy(f"partitioned rollout complete: {updated} replicas updated{held}")
+    current, update = text(obj, "status", "currentRevision"), text(obj, "status", "updateRevision")
+    if current and update and current != update:
+        return progressing(f"rolling update in progress: revision {update} replacing {current}")
+    return healthy(f"{want} replicas ready at revision {update or current or 'unknown'}")
+
+
+def daemonset(obj: Manifest) -> HealthStatus:
+    if pending := unobserved(obj, required=True):
+        return pending
+    if text(obj, "spec", "updateStrategy", "type") == "OnDelete":
+        return healthy("update strategy OnDelete replaces pods only when deleted")
+    desired = count(obj, "status", "desiredNumberScheduled")
+    updated = count(obj, "status", "updatedNumberScheduled")
+    available = count(obj, "status", "numberAvailable")
+    if updated < desired:
+        return progressing(f"rollout in progress: {updated} of {desired} pods updated")
+    if available < desired:
+        return progressing(f"rollout in progress: {available} of {desired} pods available")
+    return healthy(f"{available} of {desired} pods available")
+
+
+def replicaset(obj: Manifest) -> HealthStatus:
+    if pending := unobserved(obj, required=True):
+        return pending
+    failure = conditions(obj).get("ReplicaFailure")
+    if failure and failure.is_true:
+        return degraded(failure.describe())
+    want = count(obj, "spec", "replicas", default=1)
+    available = count(obj, "status", "availableReplicas")
+    if available < want:
+        return progressing(f"{available} of {want} replicas available")
+    return healthy(f"{available} of {want} replicas available")
+
+
+# -- batch --------------------------------------------------------------------------------------
+
+
+def job(obj: Manifest) -> HealthStatus:
+    conds = conditions(obj)
+    for kind in ("Failed", "FailureTarget"):
+        if (failed := conds.get(kind)) and failed.is_true:
+            return degraded(f"job failed: {failed.describe()}")
+    succeeded = count(obj, "status", "succeeded")
+    if (complete := conds.get("Complete")) and complete.is_true:
+        return healthy(f"job complete: {succeeded} succeeded")
+    paused = conds.get("Suspended")
+    if (paused and paused.is_true) or field(obj, "spec", "suspend") is True:
+        return suspended("job is suspended (spec.suspend)")
+    active, failures = count(obj, "status", "active"), count(obj, "status", "failed")
+    return progressing(f"job running: {active} active, {succeeded} succeeded, {failures} failed")
+
+
+def cronjob(obj: Manifest) -> HealthStatus:
+    if field(obj, "spec", "suspend") is True:
+        return suspended("cron job is suspended (spec.suspend); no new jobs are scheduled")
+    last = text(obj, "status", "lastScheduleTime")
+    success = text(obj, "status", "lastSuccessfulTime")
+    active = field(obj, "status", "active")
+    parts = [f"last scheduled at {last}" if last else "not scheduled yet"]
+    if success:
+        parts.append(f"last succeeded at {success}")
+    if isinstance(active, list) and active:
+        parts.append(f"{len(active)} job(s) running")
+    return healthy("; ".join(parts))
+
+
+# -- pods ---------------------------------------------------------------------------------------
+
+
+def _containers(obj: Manifest) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        items = field(obj, "status", key)
+        found += [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
+    return found
+
+
+def _is_waiting_error(reason: str) -> bool:
+    """CrashLoopBackOff, ImagePullBackOff, ErrImagePull, CreateContainerConfigError, ..."""
+    failing = reason.startswith("Err") or reason.endswith(("Error", "BackOff"))
+    return failing or reason == "InvalidImageName"
+
+
+def _waiting(obj: Manifest, *, errors_only: bool) -> str:
+    """`container app waiting: CrashLoopBackOff: ...` for the first waiting container, or ``."""
+    for c in _containers(obj):
+        reason = text(c, "state", "waiting", "reason")
+        if reason and (_is_waiting_error(reason) or not errors_only):
+            detail = text(c, "state", "waiting", "message")
+            return f"container {text(c, 'name')} waiting: {reason}" + (
+                f": {detail}" if detail else ""
+            )
+    return ""
+
+
+def _terminated(obj: Manifest, *state: str) -> str:
+    """`container app terminated: Error (exit code 1)` for the first container so terminated."""
+    for c in _containers(obj):
+        ended = field(c, *state, "terminated")
+        if isinstance(ended, dict):
+            reason = text(ended, "reason") or "terminated"
+            return f"container {text(c, 'name')} {reason} (exit code {count(ended, 'exitCode')})"
+    return ""
+
+
+def pod(obj: Manifest) -> HealthStatus:
+    phase = text(obj, "status", "phase")
+    policy = text(obj, "spec", "restartPolicy") or "Always"
+    if policy == "Always" and (error := _waiting(obj, errors_only=True)):
+        return degraded(error)
+    if phase == "Pending":
+        return progressing(_pending_reason(obj))
+    if phase == "Succeeded":
+        return healthy("pod succeeded")
+    if phase == "Failed":
+        why = text(obj, "status", "message") or _terminated(obj, "state") or "no reason given"
+        return degraded(f"pod failed: {why}")
+    if phase == "Running":
+        return _running_pod(obj, policy)
+    return _unknown_phase(obj, phase)
+
+
+def _pending_reason(obj: Manifest) -> str:
+    scheduled = conditions(obj).get("PodScheduled")
+    if scheduled and scheduled.is_false:
+        return f"pending, not scheduled: {scheduled.describe()}"
+    return f"pending: {_waiting(obj, errors_only=False) or 'waiting to start'}"
+
+
+def _running_pod(obj: Manifest, policy: str) -> HealthStatus:
+    if policy != "Always":
+        note = _waiting(obj, errors_only=False)
+        expected = f"running; a pod with restartPolicy {policy} is healthy once it succeeds"
+        return progressing("; ".join(filter(None, [expected, note])))
+    ready = conditions(obj).get("Ready")
+    if ready and ready.is_true:
+        return healthy("running and ready")
+    if restarted := _terminated(obj, "lastState"):
+        return degraded(f"running but not ready after a restart: {restarted}")
+    return progressing(f"running, not ready: {ready.describe() if ready else 'no Ready condition'}")
+
+
+# -- storage and namespaces ---------------------------------------------------------------------
+
+
+def persistentvolumeclaim(obj: Manifest) -> HealthStatus:
+    phase = text(obj, "status", "phase")
+    volume = text(obj, "spec", "volumeName") or "a volume"
+    if phase == "Bound":
+        return healthy(f"bound to {volume}")
+    if phase == "Pending":
+        return progressing("waiting for a volume to be bound")
+    if phase == "Lost":
+        return degraded(f"claim lost its volume {volume}")
+    return _unknown_phase(obj, phase)
+
+
+def persistentvolume(obj: Manifest) -> HealthStatus:
+    phase = text(obj, "status", "phase")
+    if phase in ("Bound", "Available", "Released"):
+        return healthy(f"exists ({phase})")
+    if phase == "Pending":
+        return progressing("volume is pending")
+    if phase == "Failed":
+        return degraded(f"volume failed: {text(obj, 'status', 'message') or 'reclaim failed'}")
+    return _unknown_phase(obj, phase)
+
+
+def namespace(obj: Manifest) -> HealthStatus:
+    phase = text(obj, "status", "phase")
+    if phase == "Active":
+        return healthy("active")
+    if phase == "Terminating":
+        blocking = [c.describe() for c in conditions(obj).values() if c.is_true]
+        return progressing("; ".join(["namespace is terminating", *blocking]))
+    return _unknown_phase(obj, phase)
+
+
+def _unknown_phase(obj: Manifest, phase: str) -> HealthStatus:
+    if not phase:
+        return no_status(obj)
+    return HealthStatus(Health.UNKNOWN, f"unrecognised phase {phase}")
+
+
+# -- networking and API ------------------------------------------------------------------------
+
+
+def _lb_addresses(obj: Manifest) -> list[str]:
+    ingress = field(obj, "status", "loadBalancer", "ingress")
+    entries = ingress if isinstance(ingress, list) else []
+    return [text(e, "ip") or text(e, "hostname") or "(unnamed)" for e in entries]
+
+
+def service(obj: Manifest) -> HealthStatus:
+    kind = text(obj, "spec", "type") or "ClusterIP"
+    if kind != "LoadBalancer":
+        return healthy(f"exists ({kind})")
+    if addresses := _lb_addresses(obj):
+        return healthy(f"load balancer address: {', '.join(addresses)}")
+    return progressing("waiting for a load balancer address (status.loadBalancer.ingress)")
+
+
+def ingress(obj: Manifest) -> HealthStatus:
+    if addresses := _lb_addresses(obj):
+        return healthy(f"load balancer address: {', '.join(addresses)}")
+    return healthy("no load balancer address yet")
+
+
+def apiservice(obj: Manifest) -> HealthStatus:
+    available = conditions(obj).get("Available")
+    if available and available.is_true:
+        return healthy("available")
+    if available:
+        return progressing(f"not available yet: {available.describe()}")
+    return progressing("waiting for the aggregator to report the Available condition")
+
+
+_HPA_FAILURES = {
+    "AbleToScale": {"FailedGetScale", "FailedUpdateScale"},
+    "ScalingActive": {"FailedComputeMetricsReplicas", "InvalidSelector"}
+    | {
+        f"FailedGet{s}Metric"
+        for s in ("Resource", "ContainerResource", "Object", "Pods", "External")
+    },
+}
+_HPA_V1_CONDITIONS = "autoscaling.alpha.kubernetes.io/conditions"
+
+
+def _hpa_conditions(obj: Manifest) -> dict[str, Condition]:
+    """autoscaling/v2 carries conditions in status; v1 in a JSON annotation."""
+    if found := conditions(obj):
+        return found
+    try:
+        return parse_conditions(
+            json.loads(text(obj, "metadata", "annotations", _HPA_V1_CONDITIONS))
+        )
+    except ValueError:
+        return {}
+
+
+def horizontalpodautoscaler(obj: Manifest) -> HealthStatus:
+    conds = _hpa_conditions(obj)
+    for c in conds.values():
+        if not c.is_true and c.reason in _HPA_FAILURES.get(c.type, set()):
+            return degraded(c.describe())
+    current = count(obj, "status", "currentReplicas")
+    desired = count(obj, "status", "desiredReplicas")
+    if any(conds.get(k) and conds[k].is_true for k in ("AbleToScale", "ScalingLimited")):
+        return healthy(f"{current} replicas, {desired} desired")
+    return progressing("waiting for the autoscaler to report that it is able to scale")
+
+
+def poddisruptionbudget(obj: Manifest) -> HealthStatus:
+    if not field(obj, "status"):
+        return progressing("waiting for the disruption controller to report status")
+    if pending := unobserved(obj, required=False):
+        return pending
+    for c in conditions(obj).values():
+        if c.is_false and c.reason != "InsufficientPods":
+            return degraded(c.describe())
+    allowed = count(obj, "status", "disruptionsAllowed")
+    current = count(obj, "status", "currentHealthy")
+    expected = count(obj, "status", "expectedPods")
+    return healthy(f"{allowed} disruptions allowed; {current} of {expected} pods healthy")
+
+
+def customresourcedefinition(obj: Manifest) -> HealthStatus:
+    conds = conditions(obj)
+    if not conds:
+        return progressing("waiting for the API server to report the Established condition")
+    for kind, bad in (("NamesAccepted", "False"), ("NonStructuralSchema", "True")):
+        if (c := conds.get(kind)) and c.status == bad:
+            return degraded(c.describe())
+    if (terminating := conds.get("Terminating")) and terminating.is_true:
+        return progressing(terminating.describe())
+    established = conds.get("Established")
+    if established and established.is_true:
+        return healthy("established")
+    detail = established.describe() if established else "no Established condition yet"
+    return progressing(f"waiting to be established: {detail}")

@@ -1,0 +1,139 @@
+"""The inventory: what an application applied in its last sync, kept in the target cluster.
+
+Prune needs to know what an app owned before, including objects whose kind the new render no
+longer mentions (a label selector only finds kinds you know to ask for). Like Flux's
+`.status.inventory` and kapp's app ConfigMap, the record lives next to the objects it describes,
+in a ConfigMap `gitfleet-inventory-<app>` in `gitfleet-system` of the target cluster, so that
+standalone mode (one process, no Redis) prunes correctly and a cluster carries its own truth.
+
+Format: data key `entries` holds compact JSON, a list of `[group, version, kind, namespace,
+name, wave]`. That is about 60 bytes an object, so 10,000 objects take ~600 KB, well inside the
+1 MiB a ConfigMap may hold; an inventory that would not fit raises PruneError before anything is
+written. The ConfigMap is written with server-side apply (field manager `gitfleet-inventory`),
+so a save is one idempotent request, and it is labelled `gitfleet.io/inventory-of`, never with
+the app label, so the app can never prune its own inventory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from fleet.engine.plan.tracking import validate_app_name
+from fleet.errors import KubeApiError, PruneError
+from fleet.kube.client import KubeClient
+from fleet.model import Manifest, ObjectRef
+
+FIELD_MANAGER = "gitfleet-inventory"
+DATA_KEY = "entries"
+NAME_PREFIX = "gitfleet-inventory-"
+INVENTORY_LABEL = "gitfleet.io/inventory-of"
+# ConfigMap validation: keys plus values of data and binaryData may total at most 1 MiB.
+MAX_DATA_BYTES = 1024 * 1024
+
+__all__ = ["InventoryEntry", "InventoryStore", "decode", "encode"]
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    """One object an app applied and the wave it was applied in (prune runs waves backwards)."""
+
+    ref: ObjectRef
+    wave: int
+
+
+def _identity(ref: ObjectRef) -> list[str]:
+    return [ref.group, ref.version, ref.kind, ref.namespace, ref.name]
+
+
+def encode(entries: Iterable[InventoryEntry]) -> str:
+    """Compact JSON of the entries; PruneError when it would not fit in one ConfigMap."""
+    rows = [[*_identity(e.ref), e.wave] for e in entries]
+    text = orjson.dumps(rows).decode()
+    size = len(DATA_KEY) + len(text.encode())
+    if size > MAX_DATA_BYTES:
+        raise PruneError(
+            f"the inventory of {len(rows)} objects takes {size} bytes, more than the "
+            f"{MAX_DATA_BYTES} bytes a ConfigMap can hold: split the application into smaller ones"
+        )
+    return text
+
+
+def _entry(row: Any) -> InventoryEntry:
+    if not (isinstance(row, list) and len(row) == 6 and type(row[5]) is int):
+        raise ValueError(f"entry {row!r} is not [group, version, kind, namespace, name, wave]")
+    if not all(isinstance(part, str) for part in row[:5]):
+        raise ValueError(f"entry {row!r} has a non-string identity")
+    return InventoryEntry(ObjectRef(*row[:5]), row[5])
+
+
+def decode(text: str) -> list[InventoryEntry]:
+    """Entries from `encode`'s output; ValueError when the text is not an inventory."""
+    rows = orjson.loads(text)
+    if not isinstance(rows, list):
+        raise ValueError("entries is not a JSON list")
+    return [_entry(row) for row in rows]
+
+
+class InventoryStore:
+    """Load, save and delete app inventories in one cluster's `namespace`."""
+
+    def __init__(self, kube: KubeClient, *, namespace: str = "gitfleet-system") -> None:
+        self.kube = kube
+        self.namespace = namespace
+
+    def ref(self, app: str) -> ObjectRef:
+        """The ConfigMap that holds `app`'s inventory."""
+        name = NAME_PREFIX + validate_app_name(app)
+        return ObjectRef("", "v1", "ConfigMap", self.namespace, name)
+
+    def load(self, app: str) -> list[InventoryEntry] | None:
+        """The entries saved for `app`; None when it has no inventory yet."""
+        ref = self.ref(app)
+        live = self.kube.get(ref)
+        if live is None:
+            return None
+        try:
+            return decode(str((live.get("data") or {})[DATA_KEY]))
+        except (KeyError, ValueError) as e:
+            raise PruneError(
+                f"{ref} is not a valid inventory ({e}); delete it to rebuild the inventory from "
+                f"the objects labelled gitfleet.io/app={app}",
+                cluster=self.kube.name,
+                obj=str(ref),
+            ) from e
+
+    def save(self, app: str, entries: Iterable[InventoryEntry]) -> None:
+        """Replace `app`'s inventory, creating the namespace if it does not exist yet."""
+        configmap = self._configmap(app, encode(entries))
+        try:
+            self.kube.apply(configmap, manager=FIELD_MANAGER)
+        except KubeApiError as e:
+            if e.status != 404:
+                raise
+            self._create_namespace()
+            self.kube.apply(configmap, manager=FIELD_MANAGER)
+
+    def delete(self, app: str) -> bool:
+        """Remove `app`'s inventory; False when there was none."""
+        return self.kube.delete(self.ref(app))
+
+    def _configmap(self, app: str, text: str) -> Manifest:
+        ref = self.ref(app)
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "labels": {INVENTORY_LABEL: app, "app.kubernetes.io/managed-by": "gitfleet"},
+            },
+            "data": {DATA_KEY: text},
+        }
+
+    def _create_namespace(self) -> None:
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        self.kube.apply(namespace, manager=FIELD_MANAGER)

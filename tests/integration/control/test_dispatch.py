@@ -1,0 +1,166 @@
+"""Dispatching against a real redis-server: owner queues, merging, follow-ups, recovery."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from rq import Queue
+from rq.job import Job
+
+from fleet.control.registry.records import ClusterCredentials, ClusterRecord
+from fleet.control.routing import membership
+from fleet.control.routing.owners import OwnerMap, instance_key
+from fleet.control.routing.pending import Intent
+from fleet.control.routing.sharding import NoWorkers
+from tests.support.fleet import FleetEnv
+
+WORKERS = ["w-a", "w-b"]
+
+
+def _setup(env: FleetEnv, apps: int = 4) -> list[str]:
+    creds = ClusterCredentials(server="https://127.0.0.1:1", token="t")
+    for cluster in ("eu", "us:1"):
+        env.store.put_cluster(ClusterRecord(cluster, "https://127.0.0.1:1"), creds)
+    names = [env.app_name(i) for i in range(apps)]
+    for i, name in enumerate(names):
+        env.add_app(name, "eu" if i % 2 else "us:1")
+    for worker in WORKERS:
+        membership.register(env.redis, worker, ttl=30, meta={}, prefix=env.prefix)
+    return names
+
+
+def _queued(env: FleetEnv, queue: str) -> list[str]:
+    return Queue(queue, connection=env.redis).job_ids
+
+
+def test_a_sync_is_enqueued_on_its_owners_queue_with_a_safe_job_id(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    owner = OwnerMap(registry.redis, prefix=registry.prefix).owner(f"{names[0]}@us:1")
+    assert ref.queue == f"{registry.prefix}-shard-{owner}"
+    assert ref.merged is False
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", ref.job_id), ref.job_id
+    assert _queued(registry, ref.queue) == [ref.job_id]
+    job = Job.fetch(ref.job_id, connection=registry.redis)
+    assert job.failure_ttl == 24 * 3600
+    assert job.result_ttl == 600
+
+
+def test_triggers_merge_into_a_queued_sync_and_a_manual_intent_wins(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    first = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v2")
+    again = registry.dispatcher.request_sync(names[0], "us:1", trigger="interval")
+    newest = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v3")
+    assert (again.job_id, again.merged) == (first.job_id, True)
+    assert newest.job_id == first.job_id
+    assert _queued(registry, first.queue) == [first.job_id]
+    pending = registry.dispatcher.pending.get(instance_key(names[0], "us:1"))
+    assert pending is not None and pending.requests == 3
+    assert (pending.intent.trigger, pending.intent.revision) == ("manual", "v3")
+
+
+def test_a_trigger_during_a_running_sync_makes_exactly_one_follow_up(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    instance = instance_key(names[1], "eu")
+    first = registry.dispatcher.request_sync(names[1], "eu", trigger="manual")
+    assert registry.dispatcher.claim(instance, first.job_id, worker="w-a") is not None
+    follow = registry.dispatcher.request_sync(names[1], "eu", trigger="webhook")
+    merged = registry.dispatcher.request_sync(names[1], "eu", trigger="interval")
+    assert follow.merged is False and follow.job_id != first.job_id
+    assert (merged.job_id, merged.merged) == (follow.job_id, True)
+    # no worker dequeues here: the queue still holds the claimed job, and no follow-up yet
+    assert _queued(registry, first.queue) == [first.job_id]
+    assert registry.dispatcher.finish(instance, first.job_id, fallback_queue="") == follow.job_id
+    pending = registry.dispatcher.pending.get(instance)
+    assert pending is not None
+    assert (pending.state, pending.job_id, pending.requests) == ("queued", follow.job_id, 2)
+    assert pending.intent.trigger == "interval"
+    assert _queued(registry, pending.queue)[-1] == follow.job_id
+    assert registry.dispatcher.claim(instance, follow.job_id, worker="w-a") is not None
+    assert registry.dispatcher.finish(instance, follow.job_id, fallback_queue="") is None
+    assert registry.dispatcher.pending.get(instance) is None
+
+
+def test_a_stale_job_cannot_claim_the_instance(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    instance = instance_key(names[0], "us:1")
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    assert registry.dispatcher.claim(instance, "sync-someone-else", worker="w-a") is None
+    assert registry.dispatcher.claim(instance, ref.job_id, worker="w-a") is not None
+    assert registry.dispatcher.claim(instance, ref.job_id, worker="w-b") is None
+
+
+def test_no_live_worker_is_a_clear_retryable_error(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    for worker in WORKERS:
+        membership.deregister(registry.redis, worker, prefix=registry.prefix)
+    message = rf"cannot sync {names[0]}@us:1: no live workers \(prefix {registry.prefix}\)"
+    with pytest.raises(NoWorkers, match=message) as raised:
+        registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    assert raised.value.retryable
+
+
+def test_dry_runs_never_merge_and_are_separate_jobs(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    sync = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    one = registry.dispatcher.request_sync(names[0], "us:1", trigger="diff", dry_run=True)
+    two = registry.dispatcher.request_sync(names[0], "us:1", trigger="diff", dry_run=True)
+    assert len({sync.job_id, one.job_id, two.job_id}) == 3
+    assert not one.merged and not two.merged
+    assert registry.dispatcher.wait(one, timeout=0.3) is None
+
+
+def test_queued_syncs_of_a_dead_worker_move_to_the_new_owner(registry: FleetEnv) -> None:
+    names = _setup(registry, apps=12)
+    refs = {
+        n: registry.dispatcher.request_sync(n, _cluster(i), trigger="manual")
+        for i, n in enumerate(names)
+    }
+    dead = "w-a"
+    on_dead = {n for n, r in refs.items() if r.queue.endswith(dead)}
+    assert on_dead, "the hash ring gave the first worker no instance"
+    membership.deregister(registry.redis, dead, prefix=registry.prefix)
+    moved = registry.dispatcher.recover(time.time())
+    assert {m.partition("@")[0] for m in moved} == on_dead
+    assert _queued(registry, f"{registry.prefix}-shard-{dead}") == []
+    survivor = _queued(registry, f"{registry.prefix}-shard-w-b")
+    assert len(survivor) == len(names)
+    for name in on_dead:
+        assert not Job.exists(refs[name].job_id, connection=registry.redis)
+
+
+def test_a_running_sync_of_a_dead_worker_runs_again_once_its_lease_expired(
+    registry: FleetEnv,
+) -> None:
+    names = _setup(registry)
+    instance = instance_key(names[0], "us:1")
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v7")
+    assert registry.dispatcher.claim(instance, ref.job_id, worker="w-a")
+    assert registry.dispatcher.leases.acquire(instance, "w-a/1", ttl=0.5)
+    registry.dispatcher.request_sync(names[0], "us:1", trigger="interval")  # a follow-up
+    later = time.time() + 60
+    assert registry.dispatcher.recover(time.time() + 60) == []  # the lease is still held
+    time.sleep(0.6)
+    assert registry.dispatcher.recover(later) == [instance]
+    pending = registry.dispatcher.pending.get(instance)
+    assert pending is not None and pending.state == "queued"
+    assert pending.intent.revision == "v7"  # the person's intent outlives the interval tick
+    assert _queued(registry, pending.queue) == [pending.job_id]
+
+
+def test_deferred_syncs_are_requested_once_when_due(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    instance = instance_key(names[0], "us:1")
+    registry.dispatcher.pending.defer(instance, Intent("manual", attempt=2), at=100.0)
+    assert registry.dispatcher.pump(99.0) == []
+    refs = registry.dispatcher.pump(100.0)
+    assert len(refs) == 1
+    assert registry.dispatcher.pump(101.0) == []
+    pending = registry.dispatcher.pending.get(instance)
+    assert pending is not None and pending.intent.attempt == 2
+
+
+def _cluster(index: int) -> str:
+    return "eu" if index % 2 else "us:1"

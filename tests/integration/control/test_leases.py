@@ -1,0 +1,104 @@
+"""Per-application leases against a real redis-server: one holder at a time, expiry, renewal."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from fleet.control.routing.leases import Lease, LeaseBusy, LeaseLost
+from tests.support.redis_server import RedisServer
+from tests.support.wait import eventually
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(redis_server.url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def lease(client: redis.Redis) -> Iterator[Lease]:
+    prefix = f"test-{uuid.uuid4().hex[:10]}"
+    yield Lease(client, key_prefix=prefix)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+
+
+def test_of_many_contending_holders_exactly_one_wins(lease: Lease) -> None:
+    start = threading.Barrier(8)
+    wins: list[str] = []
+
+    def contend(holder: str) -> None:
+        start.wait()
+        if lease.acquire("shop", holder, ttl=30):
+            wins.append(holder)
+
+    threads = [threading.Thread(target=contend, args=(f"worker-{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wins) == 1
+    assert lease.holder("shop") == wins[0]
+
+
+def test_an_expired_lease_can_be_taken_by_another_holder(lease: Lease) -> None:
+    assert lease.acquire("shop", "worker-a", ttl=0.3)
+    assert not lease.acquire("shop", "worker-b", ttl=30)
+    eventually(lambda: lease.acquire("shop", "worker-b", ttl=30), timeout=5, what="expiry")
+    assert lease.holder("shop") == "worker-b"
+
+
+def test_a_non_holder_cannot_release_or_renew(lease: Lease) -> None:
+    assert lease.acquire("shop", "worker-a", ttl=30)
+    assert not lease.release("shop", "worker-b")
+    assert not lease.renew("shop", "worker-b", ttl=60)
+    assert lease.holder("shop") == "worker-a"
+    assert lease.release("shop", "worker-a")
+    assert lease.holder("shop") is None
+
+
+def test_renewal_extends_the_lease_from_now(lease: Lease, client: redis.Redis) -> None:
+    assert lease.acquire("shop", "worker-a", ttl=0.5)
+    assert lease.renew("shop", "worker-a", ttl=30)
+    assert client.pttl(lease.key("shop")) > 10_000
+
+
+def test_a_held_lease_outlives_its_ttl_and_is_released_after(lease: Lease) -> None:
+    with lease.held("shop", "worker-a", ttl=0.3) as kept:
+        until = time.monotonic() + 1.2  # four TTLs: only renewals can keep it this long
+        while time.monotonic() < until:
+            assert lease.holder("shop") == "worker-a"
+            time.sleep(0.05)
+        assert not kept.lost
+    assert lease.holder("shop") is None
+
+
+def test_holding_a_lease_someone_else_holds_fails_naming_the_holder(lease: Lease) -> None:
+    assert lease.acquire("shop", "worker-a", ttl=30)
+    busy = pytest.raises(LeaseBusy, match="shop: lease is held by worker-a")
+    with busy, lease.held("shop", "worker-b", ttl=30):
+        pytest.fail("the block must not run without the lease")
+
+
+def test_a_lost_lease_is_flagged_and_raised_on_leaving(lease: Lease, client: redis.Redis) -> None:
+    lost = pytest.raises(LeaseLost, match="shop: lease of worker-a was lost")
+    with lost, lease.held("shop", "worker-a", ttl=0.3) as kept:
+        client.set(lease.key("shop"), "worker-b")  # as if it expired and another worker took it
+        eventually(lambda: kept.lost, timeout=5, what="the renewal to fail")
+        with pytest.raises(LeaseLost):
+            kept.check()
+    assert lease.holder("shop") == "worker-b"
+
+
+def test_an_error_inside_the_block_still_releases_the_lease(lease: Lease) -> None:
+    failing = pytest.raises(RuntimeError, match="apply failed")
+    with failing, lease.held("shop", "worker-a", ttl=30):
+        raise RuntimeError("apply failed")
+    assert lease.holder("shop") is None

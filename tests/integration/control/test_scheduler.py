@@ -1,0 +1,69 @@
+"""The reconcile scheduler driven tick by tick against a real redis-server."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fleet.control.backoff import next_due
+from fleet.control.registry.records import ClusterCredentials, ClusterRecord
+from fleet.control.routing import membership
+from fleet.control.routing.owners import instance_key
+from fleet.control.scheduler import JITTER_SHARE, Scheduler
+from fleet.control.windows import SyncWindow
+from tests.support.fleet import FleetEnv
+
+
+def _setup(env: FleetEnv) -> None:
+    creds = ClusterCredentials(server="https://127.0.0.1:1", token="t")
+    for cluster in ("eu", "us"):
+        env.store.put_cluster(ClusterRecord(cluster, "https://127.0.0.1:1"), creds)
+    membership.register(env.redis, "w-a", ttl=30, meta={}, prefix=env.prefix)
+
+
+def test_automated_instances_are_requested_when_due_with_a_stable_jitter(
+    registry: FleetEnv,
+) -> None:
+    _setup(registry)
+    auto, manual = registry.app_name(0), registry.app_name(1)
+    registry.add_app(auto, "eu", automated=True, interval_s=60)
+    registry.add_app(manual, "eu", automated=False)
+    scheduler = Scheduler(registry.store, registry.dispatcher)
+    instance = instance_key(auto, "eu")
+    assert scheduler.tick(1000.0).dispatched == [instance]
+    assert scheduler.tick(1001.0).dispatched == []
+    due = next_due(1000.0, 60, jitter_share=JITTER_SHARE, key=instance)
+    assert 54.0 <= due - 1000.0 <= 66.0
+    assert scheduler.tick(due - 0.5).dispatched == []
+    assert scheduler.tick(due).dispatched == [instance]
+
+
+def test_a_deny_window_keeps_an_instance_due_until_it_closes(registry: FleetEnv) -> None:
+    _setup(registry)
+    app = registry.app_name(0)
+    window = SyncWindow("deny", "0 10 * * *", "1h", timezone="UTC")
+    registry.add_app(app, "us", automated=True, sync_windows=(window,))
+    scheduler = Scheduler(registry.store, registry.dispatcher)
+    inside = 1767261600.0 + 600  # 2026-01-01 10:10 UTC
+    report = scheduler.tick(inside)
+    assert report.dispatched == []
+    assert report.blocked[instance_key(app, "us")].startswith(f"sync blocked: {app} is inside")
+    assert registry.redis.hget(scheduler.blocked_key, instance_key(app, "us"))
+    assert scheduler.tick(inside + 3600).dispatched == [instance_key(app, "us")]
+
+
+def test_only_one_scheduler_replica_is_active_and_another_takes_over(registry: FleetEnv) -> None:
+    _setup(registry)
+    registry.add_app(registry.app_name(0), "eu", automated=True)
+    first = Scheduler(registry.store, registry.dispatcher, holder="one", lock_ttl=30)
+    second = Scheduler(registry.store, registry.dispatcher, holder="two", lock_ttl=30)
+    assert first.tick(10.0).leader
+    assert not second.tick(10.0).leader
+    first.stop()  # releases the lock
+    assert second.tick(11.0).leader
+
+
+def test_a_deleting_app_is_not_scheduled(registry: FleetEnv) -> None:
+    _setup(registry)
+    app = registry.add_app(registry.app_name(0), "eu", automated=True)
+    registry.store.put_app(replace(app, deleting=True), create=False)
+    assert Scheduler(registry.store, registry.dispatcher).tick(5.0).dispatched == []

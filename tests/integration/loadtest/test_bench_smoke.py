@@ -1,0 +1,58 @@
+"""`gitfleet bench` runs end to end, on a testbed of its own, and writes a complete report.
+
+This is the small preset itself (200 one-object apps, 2 clusters, 2 workers, 20 monorepo
+commits), about three minutes on a 2-core machine. Only the report's shape is checked:
+benchmarks report figures, tests never assert on wall-clock time or on whether a target was
+met.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtest.png import PNG_SIGNATURE
+from loadtest.report import PLOTS, REQUIRED_FIGURES, markdown
+from tests.support.paths import REPO_ROOT
+
+SECTIONS = {"machine", "versions", "parameters", "figures", "targets", "details", "methods"}
+
+
+def run_bench(out: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "cli.main", "bench", "--preset", "small", "--out", str(out)]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=840)
+
+
+@pytest.mark.timeout(900)
+def test_bench_writes_every_figure_with_a_unit_and_every_chart_as_a_png(
+    tmp_path: Path, testbed_binaries: dict[str, Path]
+) -> None:
+    out = tmp_path / "out"
+    done = run_bench(out)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report) >= SECTIONS
+    assert report["machine"]["cores"] >= 1 and report["machine"]["memory_gib"] > 0
+    assert {"kubernetes", "kubectl", "gitfleet", "python"} <= set(report["versions"])
+    params = report["parameters"]
+    assert (params["apps"], params["clusters"], params["workers"]) == (200, 2, 2)
+    assert (params["preset"], params["objects_per_app"], params["commits"]) == ("small", 1, 20)
+    figures = report["figures"]
+    assert [name for name in REQUIRED_FIGURES if name not in figures] == []
+    for name, figure in figures.items():
+        value, unit = figure["value"], figure["unit"]
+        assert isinstance(value, int | float) and not isinstance(value, bool), name
+        assert isinstance(unit, str) and unit.strip(), name
+    assert len(report["targets"]) == 12
+    stages = report["details"]["cold_sync"]["stages"]  # read back from the workers' trace file
+    assert {"gitfleet.sync", "gitfleet.render", "gitfleet.apply"} <= set(stages)
+    assert all(t["met"] in (True, False, None) and t["measured"] for t in report["targets"])
+    for name in PLOTS:
+        assert (out / name).read_bytes().startswith(PNG_SIGNATURE), name
+    text = (out / "report.md").read_text()
+    assert text == markdown(report)
+    assert all(f"| {name} |" in text for name in REQUIRED_FIGURES)

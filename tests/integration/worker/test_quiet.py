@@ -1,0 +1,126 @@
+"""A periodic sync of an instance nothing touched answers from the watches: no API request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.control.policy import normalize_repo
+from fleet.control.pushes import PushLog, SyncedAt, spec_of
+from fleet.control.routing.owners import instance_key
+from fleet.model import ObjectRef
+from tests.support.fleet import FleetEnv, WorkerThread, wait_until
+
+
+def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: str) -> dict[str, Any]:
+    result = fleet.dispatcher.wait(
+        fleet.dispatcher.request_sync(app, cluster, trigger=trigger), 120
+    )
+    assert result is not None
+    return result
+
+
+def _requests(worker: WorkerThread, cluster: str) -> int:
+    return sum(worker.process.runtime.kube_for(cluster).requests.values())
+
+
+def _quiet_ready(fleet: FleetEnv, worker: WorkerThread, app: str, cluster: str) -> bool:
+    """The watches started after the last sync, so run periodic syncs until one is quiet."""
+    return _sync(fleet, app, cluster, "interval")["result"] == "unchanged"
+
+
+def test_an_untouched_instance_costs_no_api_request_until_something_changes(
+    fleet: FleetEnv,
+) -> None:
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    fleet.commit_apps([app])
+    fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
+
+    before = _requests(worker, cluster)
+    quiet = _sync(fleet, app, cluster, "interval")
+    assert quiet["result"] == "unchanged"
+    assert _requests(worker, cluster) == before
+    assert fleet.status(app, cluster)["sync_status"] == "Synced"
+
+    ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
+    kube = fleet.clusters[cluster].client()
+    kube.request(
+        "PATCH",
+        kube.object_path(ref),
+        body={"data": {"k": "by-hand"}},
+        params={"fieldManager": "kubectl-edit"},
+        content_type="application/merge-patch+json",
+    )
+    watcher = worker.process.runtime.watcher
+    assert watcher is not None
+    instance = instance_key(app, cluster)
+    wait_until(lambda: watcher.touched.get(instance, 0) > 0, timeout=30, what="the edit event")
+    healed = _sync(fleet, app, cluster, "interval")
+    assert healed["result"] == "succeeded"
+    assert fleet.live(cluster, ref)["data"] == {"k": "v1"}
+
+    fleet.commit_apps([app], data="k: v2")  # a push: the webhook's sync fetches at once
+    changed = _sync(fleet, app, cluster, "webhook")
+    assert changed["result"] == "succeeded"
+    assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
+    kube.close()
+
+
+def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
+    fleet: FleetEnv,
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(4)]
+    fleet.commit_apps(apps)
+    for app in apps:
+        fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    for app in apps:
+        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    for app in apps:
+        wait_until(lambda a=app: _quiet_ready(fleet, worker, a, cluster), timeout=60, what=app)
+
+    sha = fleet.commit_apps(apps[:1], data="k: pushed")
+    renders = worker.process.runtime.caches.renderer.renders
+    results = {}
+    for app in apps:
+        ref = fleet.dispatcher.request_sync(app, cluster, trigger="webhook", revision=sha)
+        results[app] = fleet.dispatcher.wait(ref, 120)
+    assert results[apps[0]] is not None and results[apps[0]]["result"] == "succeeded"
+    assert [results[a]["result"] for a in apps[1:]] == ["unchanged"] * 3  # type: ignore[index]
+    assert worker.process.runtime.caches.renderer.renders - renders == 1
+    changed = fleet.live(cluster, ObjectRef("", "v1", "ConfigMap", apps[0], "settings"))
+    assert changed is not None and changed["data"] == {"k": "pushed"}
+
+
+def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
+    fleet: FleetEnv,
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(2)]
+    first = fleet.commit_apps(apps)
+    for app in apps:
+        fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    for app in apps:
+        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    pushes, repo = PushLog(fleet.redis, prefix=fleet.prefix), normalize_repo(fleet.repo_url)
+    instances = [instance_key(app, cluster) for app in apps]
+    assert pushes.synced(repo, instances) == {
+        instance_key(app, cluster): SyncedAt(
+            first, (f"apps/{app}",), spec_of(fleet.store.get_app(app))
+        )
+        for app in apps
+    }
+
+    wait_until(lambda: _quiet_ready(fleet, worker, apps[1], cluster), timeout=60, what="quiet")
+    second = fleet.commit_apps(apps[:1], data="k: v2")
+    ref = fleet.dispatcher.request_sync(apps[1], cluster, trigger="webhook", revision=second)
+    assert (fleet.dispatcher.wait(ref, 120) or {}).get("result") == "unchanged"
+    assert pushes.synced(repo, instances[1:])[instances[1]].revision == second  # checked there
+
+    fleet.repo.commit({f"apps/{apps[0]}/cm.yaml": "kind: [broken"})
+    assert _sync(fleet, apps[0], cluster, "manual")["result"] == "failed"
+    assert instances[0] not in pushes.synced(repo, instances)  # the next push must sync it

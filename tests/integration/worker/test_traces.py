@@ -1,0 +1,82 @@
+"""One trace per sync intent: the API request's span, through the queue, to the worker's stages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.deps import optional_dispatcher
+from api.settings import Settings
+from fleet.control.routing.dispatch import Dispatcher
+from fleet.telemetry.sdk import setup_tracing
+from tests.support.fleet import FleetEnv, wait_until
+
+TOKEN = "test-admin-token"
+STAGES = ("source", "render", "order", "diff", "apply", "prune", "record")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    setup_tracing("gitfleet-test").add_span_processor(processor)
+    yield exporter
+    processor.shutdown()
+
+
+@pytest.fixture
+def api(fleet: FleetEnv) -> Iterator[TestClient]:
+    settings = Settings(
+        redis_url=fleet.redis_url,
+        admin_token=SecretStr(TOKEN),
+        secret_key=SecretStr(fleet.secret_key),
+        prefix=fleet.prefix,
+    )
+    app = create_app(settings)
+    dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
+    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        yield client
+
+
+def _trace(span: ReadableSpan) -> str:
+    assert span.context is not None
+    return format(span.context.trace_id, "032x")
+
+
+def _parent(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def test_an_api_sync_is_one_trace_from_the_request_to_the_worker_stages(
+    fleet: FleetEnv, api: TestClient, spans: InMemorySpanExporter
+) -> None:
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    fleet.commit_apps([app])
+    fleet.add_app(app, cluster)
+    fleet.worker_thread("alpha")
+    response = api.post(f"/api/v1/apps/{app}/sync")
+    assert response.status_code == 202, response.text
+    trace_id = response.json()["trace_id"]
+    wait_until(
+        lambda: (fleet.status(app, cluster).get("last_sync") or {}).get("trace_id") == trace_id,
+        timeout=120,
+        what="the sync record with the API's trace id",
+    )
+    found = [s for s in spans.get_finished_spans() if _trace(s) == trace_id]
+    by_name = {s.name: s for s in found}
+    request, enqueue = by_name["gitfleet.api.manual"], by_name["gitfleet.api.enqueue"]
+    sync = by_name["gitfleet.sync"]
+    assert _parent(enqueue) == request.context.span_id
+    assert _parent(sync) == enqueue.context.span_id
+    assert sync.attributes is not None and sync.attributes["gitfleet.outcome"] == "succeeded"
+    for stage in STAGES:
+        assert _parent(by_name[f"gitfleet.{stage}"]) == sync.context.span_id, stage
+    assert [s.name for s in found].count("gitfleet.sync") == 1

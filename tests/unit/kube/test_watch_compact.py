@@ -1,0 +1,41 @@
+"""The watch cache keeps only what drift detection and quiet checks read."""
+
+from __future__ import annotations
+
+import json
+
+from fleet.kube.watch import compact
+from worker.drift import owned_paths
+
+LIVE = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "settings",
+        "namespace": "shop",
+        "uid": "u-1",
+        "resourceVersion": "42",
+        "labels": {"gitfleet.io/app": "shop"},
+        "annotations": {
+            "gitfleet.io/tracking": "shop:/ConfigMap:shop/settings",
+            "kubectl.kubernetes.io/last-applied-configuration": "x" * 2000,
+        },
+        "managedFields": [
+            {"manager": "gitfleet", "operation": "Apply", "fieldsV1": {"f:data": {"f:k": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:data": {"f:o": {}}}},
+        ],
+    },
+    "data": {"k": "v" * 4000},
+}
+
+
+def test_compact_keeps_identity_marks_and_gitfleet_ownership_only():
+    small = compact(LIVE)
+    meta = small["metadata"]
+    assert (meta["name"], meta["namespace"], meta["resourceVersion"]) == ("settings", "shop", "42")
+    assert meta["labels"] == {"gitfleet.io/app": "shop"}
+    assert meta["annotations"] == {"gitfleet.io/tracking": "shop:/ConfigMap:shop/settings"}
+    assert [e["manager"] for e in meta["managedFields"]] == ["gitfleet"]
+    assert "data" not in small
+    assert owned_paths(small) == owned_paths(LIVE) == {"f:data.f:k"}
+    assert len(json.dumps(small)) < len(json.dumps(LIVE)) / 10
