@@ -1,11 +1,10 @@
 """The coordinator's FastAPI application: `create_app(settings)`.
 
 The lifespan opens one Redis connection pool for the process, the encryption box
-(`fleet.control.registry.secrets`), the store, the metrics registry and the dispatcher that enqueues
-syncs (`fleet.control.routing.dispatch`, written on the worker side; without it the API still serves
-the registry and answers 503 to anything that must enqueue). It also makes sure a bootstrap admin
-token exists: GITFLEET_ADMIN_TOKEN when set, otherwise one generated on the very first start and
-printed once to stderr (never logged), since the log may be shipped elsewhere.
+(`fleet.control.registry.secrets`), the store, the metrics registry and the dispatcher that
+enqueues syncs for the workers (`fleet.control.routing.dispatch`). It also makes sure a bootstrap
+admin token exists: GITFLEET_ADMIN_TOKEN when set, otherwise one generated on the very first
+start and printed once to stderr (never logged), since the log may be shipped elsewhere.
 
 Handlers are sync functions over the sync Redis client, so FastAPI runs them in its thread
 pool; none of them runs a sync itself.
@@ -13,33 +12,23 @@ pool; none of them runs a sync itself.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import cast
 
 from fastapi import FastAPI
 from redis import Redis
 
 from api import errors
-from api.deps import Dispatcher
 from api.metrics import registry_for
 from api.routes import appops, apps, clusters, ops, projects, tokens, webhooks
 from api.settings import Settings
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
+from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.scheduler import scheduling
 
 API_PREFIX = "/api/v1"
-
-
-def load_dispatcher(redis: Redis, prefix: str) -> Dispatcher | None:
-    try:
-        module = importlib.import_module("fleet.control.routing.dispatch")
-    except ImportError:
-        return None
-    return cast(Dispatcher, module.Dispatcher(redis, prefix=prefix))
 
 
 def _bootstrap(store: Store, settings: Settings) -> None:
@@ -64,7 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _bootstrap(store, settings)
         app.state.settings = settings
         app.state.store = store
-        app.state.dispatcher = load_dispatcher(redis, settings.prefix)
+        app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         app.state.metrics = registry_for(store)
         try:
             if settings.scheduler:

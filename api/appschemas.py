@@ -13,7 +13,6 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from api.schemas import ApiModel, Labels, Name, Seconds
-from fleet.control.policy import has_credentials
 from fleet.control.registry.records import (
     AppDestination,
     AppRecord,
@@ -23,6 +22,7 @@ from fleet.control.registry.records import (
     RetryPolicy,
     SyncPolicy,
 )
+from fleet.control.registry.repos import has_credentials
 from fleet.control.windows import SyncWindow
 from fleet.engine.source.cache import GitCredentials
 

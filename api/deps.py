@@ -1,21 +1,24 @@
 """Shared `Annotated` dependencies: the store, the dispatcher, the settings, the caller.
 
-The dispatcher is typed by a Protocol, the boundary with the worker side
-(`fleet.control.routing.dispatch`), so tests can hand the app a dispatcher of their own through
-`app.dependency_overrides`.
+Handlers see the dispatcher (`fleet.control.routing.dispatch.Dispatcher`, which the lifespan
+opens) only as a `SyncRequester`, the two calls they make of it, so tests can hand the app a
+recording stand-in through `app.dependency_overrides[get_dispatcher]`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Protocol
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 
 from api.settings import Settings
 from fleet.control.registry.store import Store
+from fleet.model import Trigger
 
 
-class JobRef(Protocol):
+class QueuedJob(Protocol):
+    """The job that will carry a requested sync, as the API reports it."""
+
     @property
     def job_id(self) -> str: ...
 
@@ -26,17 +29,19 @@ class JobRef(Protocol):
     def merged(self) -> bool: ...
 
 
-class Dispatcher(Protocol):
+class SyncRequester(Protocol):
+    """What handlers ask of the dispatcher: enqueue a sync, and wait for a dry run's answer."""
+
     def request_sync(
         self,
         app: str,
         cluster: str,
         *,
-        trigger: str,
+        trigger: Trigger,
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
-    ) -> JobRef: ...
+    ) -> QueuedJob: ...
 
     def wait(self, job: Any, timeout: float) -> dict[str, Any] | None: ...
 
@@ -51,24 +56,12 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def optional_dispatcher(request: Request) -> Dispatcher | None:
-    """The app's dispatcher (None when fleet.control.routing.dispatch is missing); tests override
-    this."""
-    dispatcher: Dispatcher | None = request.app.state.dispatcher
-    return dispatcher
-
-
-def get_dispatcher(
-    dispatcher: Annotated[Dispatcher | None, Depends(optional_dispatcher)],
-) -> Dispatcher:
-    if dispatcher is None:
-        raise HTTPException(
-            503, "cannot enqueue syncs: the dispatcher (fleet.control.routing.dispatch) is missing"
-        )
+def get_dispatcher(request: Request) -> SyncRequester:
+    """The app's dispatcher; tests override this."""
+    dispatcher: SyncRequester = request.app.state.dispatcher
     return dispatcher
 
 
 StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
-OptionalDispatcherDep = Annotated[Dispatcher | None, Depends(optional_dispatcher)]
+DispatcherDep = Annotated[SyncRequester, Depends(get_dispatcher)]

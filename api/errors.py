@@ -20,7 +20,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from fleet.control.keys import AlreadyExists, Conflict, InUse, InvalidReference, NotFound
+from fleet.control.registry.errors import (
+    AlreadyExists,
+    Conflict,
+    InUse,
+    InvalidReference,
+    NotFound,
+)
 from fleet.control.routing.sharding import NoWorkers
 from fleet.errors import FleetError
 

@@ -45,7 +45,7 @@ class FleetCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._syncs()
-        yield self._histogram("gitfleet_sync_duration_seconds", "Sync duration", "duration:sync")
+        yield self._histogram("gitfleet_sync_duration_seconds", "Sync duration")
         yield self._stages()
         yield self._apps()
         yield self._queues()
@@ -59,9 +59,9 @@ class FleetCollector(Collector):
             family.add_metric([result], count)
         return family
 
-    def _histogram(self, name: str, doc: str, key: str) -> HistogramMetricFamily:
+    def _histogram(self, name: str, doc: str) -> HistogramMetricFamily:
         family = HistogramMetricFamily(name, doc)
-        family.add_metric([], *cumulative(self.store.log.histogram(key)))
+        family.add_metric([], *cumulative(self.store.log.histogram()))
         return family
 
     def _stages(self) -> Metric:
@@ -69,7 +69,7 @@ class FleetCollector(Collector):
             "gitfleet_stage_duration_seconds", "Duration of each sync stage", labels=["stage"]
         )
         for stage in self.store.log.stage_names():
-            raw = self.store.log.histogram(f"duration:stage:{stage}")
+            raw = self.store.log.histogram(stage)
             family.add_metric([stage], *cumulative(raw))
         return family
 
@@ -78,7 +78,7 @@ class FleetCollector(Collector):
         clusters = self.store.list_clusters()
         for app in self.store.list_apps():
             instances = instances_of(self.store, app, clusters)
-            counts[(fold_sync(instances), fold_health(instances))] += 1
+            counts[(str(fold_sync(instances)), str(fold_health(instances)))] += 1
         family = GaugeMetricFamily(
             "gitfleet_apps",
             "Applications by sync status and health",

@@ -5,31 +5,30 @@ child span per instance enqueued; the W3C trace context is injected into the car
 dispatcher puts in the job, so the worker's `gitfleet.sync` span and the engine's stage spans
 join this trace. The trace id goes back in the 202 so a caller can look the sync up.
 
-Sync windows are checked here for the triggers the API owns: a manual sync (or rollback) runs
-only if the windows allow manual syncs now; a webhook (an automated trigger) only if they allow
-automated ones. The worker's scheduler checks its own triggers.
+The routes check the sync windows before they call in here (`fleet.control.policy
+.blocked_reason`): a manual sync (or rollback) is enqueued only if the windows allow manual syncs
+now; a webhook's (an automated trigger) only if they allow automated ones. The scheduler checks
+its own triggers, and the worker checks every sync again before it runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import propagate, trace
 
-from api.deps import Dispatcher, JobRef
+from api.deps import QueuedJob, SyncRequester
 from fleet.control.registry.records import AppRecord
-from fleet.control.windows import WindowVerdict, evaluate
+from fleet.model import Trigger
 
 tracer = trace.get_tracer("gitfleet.api")
-AUTOMATED_TRIGGERS = frozenset({"webhook", "interval", "self-heal"})
 
 
 @dataclass(frozen=True)
 class Enqueued:
     trace_id: str
-    refs: list[tuple[str, JobRef]]
+    refs: list[tuple[str, QueuedJob]]
 
     def jobs(self) -> list[dict[str, Any]]:
         return [
@@ -38,23 +37,12 @@ class Enqueued:
         ]
 
 
-def verdict(app: AppRecord) -> WindowVerdict:
-    return evaluate(app.sync_policy.sync_windows, app.name, datetime.now(UTC))
-
-
-def blocked_reason(app: AppRecord, trigger: str) -> str:
-    """Why the sync windows block `trigger` for `app` now; empty when they do not."""
-    found = verdict(app)
-    allowed = found.automated_allowed if trigger in AUTOMATED_TRIGGERS else found.manual_allowed
-    return "" if allowed else found.reason
-
-
 def request_syncs(
-    dispatcher: Dispatcher,
+    dispatcher: SyncRequester,
     app: AppRecord,
     clusters: list[str],
     *,
-    trigger: str,
+    trigger: Trigger,
     revision: str | None = None,
     dry_run: bool = False,
 ) -> Enqueued:
@@ -76,13 +64,13 @@ def request_syncs(
 
 
 def _enqueue(
-    dispatcher: Dispatcher,
+    dispatcher: SyncRequester,
     app: AppRecord,
     cluster: str,
-    trigger: str,
+    trigger: Trigger,
     revision: str | None,
     dry_run: bool,
-) -> JobRef:
+) -> QueuedJob:
     with tracer.start_as_current_span(
         "gitfleet.api.enqueue", attributes={"gitfleet.cluster": cluster}
     ):

@@ -1,8 +1,9 @@
 """What GET returns for an application: its spec, and the status of each instance.
 
-The spec is camelCase, as it was sent; status fields are snake_case, as the engine's
-`SyncResult.to_json()` writes them (sync_status, health, revision, last_sync with its trace_id,
-resources), so `gitfleet app get -o json` and `gitfleet sync -o json` read alike.
+The spec is camelCase, as it was sent; status fields are snake_case, as the workers' records
+(`fleet.control.registry.syncrecords`) write them (sync_status, health, revision, last_sync
+with its trace_id, resources), so `gitfleet app get -o json` and `gitfleet sync -o json` read
+alike.
 
 An application's status is the fold of its instances': Synced only when every instance is,
 OutOfSync when any is, Unknown otherwise (including when it targets no cluster); health is
@@ -14,88 +15,157 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from api.appschemas import AppIn
 from fleet.control.registry.records import AppRecord, ClusterRecord
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import (
+    HistoryRecord,
+    InstanceStatus,
+    ResourceRecord,
+    SyncRecord,
+)
 from fleet.engine.health.assess import worst
 from fleet.model import Health, SyncStatus
 
-UNKNOWN = str(SyncStatus.UNKNOWN)
-HEALTHS = {str(h) for h in Health}
+
+class View(BaseModel):
+    model_config = ConfigDict(frozen=True)
 
 
-def instance_view(cluster: str, status: dict[str, Any] | None) -> dict[str, Any]:
-    status = status or {}
-    last = status.get("last_sync") or {}
-    return {
-        "cluster": cluster,
-        "sync_status": status.get("sync_status") or UNKNOWN,
-        "health": status.get("health") or str(Health.UNKNOWN),
-        "revision": status.get("revision") or last.get("revision") or "",
-        "message": status.get("message") or last.get("error") or "",
-        "last_sync": last or None,
-        "resources": status.get("resources") or last.get("resources") or [],
-        "updated": status.get("updated") or "",
-    }
+class InstanceView(View):
+    """One instance: its status, falling back on its last sync's revision, error and objects."""
+
+    cluster: str
+    sync_status: SyncStatus
+    health: Health
+    revision: str
+    message: str
+    last_sync: SyncRecord | None
+    resources: tuple[ResourceRecord, ...]
+    updated: str
+
+    @classmethod
+    def of(cls, cluster: str, status: InstanceStatus | None) -> InstanceView:
+        status = status or InstanceStatus()
+        last = status.last_sync
+        return cls(
+            cluster=cluster,
+            sync_status=status.sync_status,
+            health=status.health,
+            revision=status.revision or (last.revision if last else ""),
+            message=status.message or (last.error if last else ""),
+            last_sync=last,
+            resources=status.resources or (last.resources if last else ()),
+            updated=status.updated.isoformat() if status.updated else "",
+        )
 
 
-def fold_sync(instances: list[dict[str, Any]]) -> str:
-    states = {i["sync_status"] for i in instances}
-    if states == {str(SyncStatus.SYNCED)}:
-        return str(SyncStatus.SYNCED)
-    return str(SyncStatus.OUT_OF_SYNC) if str(SyncStatus.OUT_OF_SYNC) in states else UNKNOWN
+class AppSummary(View):
+    """An application in the list: where it comes from, where it goes, its folded status."""
+
+    name: str
+    project: str
+    repo: str
+    path: str
+    revision: str
+    clusters: list[str]
+    sync_status: SyncStatus
+    health: Health
+    automated: bool
+    deleting: bool
 
 
-def fold_health(instances: list[dict[str, Any]]) -> str:
+class AppView(View):
+    """An application: its spec, folded status, latest sync and operation, and each instance."""
+
+    name: str
+    project: str
+    spec: dict[str, Any]
+    has_credentials: bool = Field(serialization_alias="hasCredentials")
+    deleting: bool
+    created: str
+    updated: str
+    sync_status: SyncStatus
+    health: Health
+    revision: str
+    last_sync: SyncRecord | None
+    last_operation: dict[str, Any] | None
+    instances: list[InstanceView]
+
+
+class HistoryView(View):
+    """The sync history of each of an app's instances, newest first."""
+
+    app: str
+    clusters: dict[str, list[HistoryRecord]]
+
+
+def fold_sync(instances: list[InstanceView]) -> SyncStatus:
+    states = {i.sync_status for i in instances}
+    if states == {SyncStatus.SYNCED}:
+        return SyncStatus.SYNCED
+    return SyncStatus.OUT_OF_SYNC if SyncStatus.OUT_OF_SYNC in states else SyncStatus.UNKNOWN
+
+
+def fold_health(instances: list[InstanceView]) -> Health:
     if not instances:
-        return str(Health.UNKNOWN)
-    healths = [Health(i["health"] if i["health"] in HEALTHS else Health.UNKNOWN) for i in instances]
-    return str(worst(healths))
+        return Health.UNKNOWN
+    return worst([i.health for i in instances])
 
 
 def instances_of(
     store: Store, record: AppRecord, clusters: list[ClusterRecord] | None = None
-) -> list[dict[str, Any]]:
+) -> list[InstanceView]:
     """Each target cluster's status; pass `clusters` when folding many apps at once."""
     statuses = store.log.statuses(record.name)
-    return [instance_view(c, statuses.get(c)) for c in store.instances(record, clusters)]
+    return [InstanceView.of(c, statuses.get(c)) for c in store.instances(record, clusters)]
 
 
 def summary(
     store: Store, record: AppRecord, clusters: list[ClusterRecord] | None = None
-) -> dict[str, Any]:
+) -> AppSummary:
     instances = instances_of(store, record, clusters)
-    return {
-        "name": record.name,
-        "project": record.project,
-        "repo": record.source.repo,
-        "path": record.source.path,
-        "revision": record.source.revision,
-        "clusters": [i["cluster"] for i in instances],
-        "sync_status": fold_sync(instances),
-        "health": fold_health(instances),
-        "automated": record.sync_policy.automated,
-        "deleting": record.deleting,
-    }
+    return AppSummary(
+        name=record.name,
+        project=record.project,
+        repo=record.source.repo,
+        path=record.source.path,
+        revision=record.source.revision,
+        clusters=[i.cluster for i in instances],
+        sync_status=fold_sync(instances),
+        health=fold_health(instances),
+        automated=record.sync_policy.automated,
+        deleting=record.deleting,
+    )
 
 
-def app_view(store: Store, record: AppRecord) -> dict[str, Any]:
+def app_view(store: Store, record: AppRecord) -> AppView:
     instances = instances_of(store, record)
-    revisions = {i["revision"] for i in instances if i["revision"]}
-    synced = [i["last_sync"] for i in instances if i["last_sync"]]
-    last = max(synced, key=lambda s: str(s.get("finished", "")), default=None)
-    return {
-        "name": record.name,
-        "project": record.project,
-        "spec": AppIn.of(record).model_dump(by_alias=True, exclude={"credentials", "name"}),
-        "hasCredentials": record.has_credentials,
-        "deleting": record.deleting,
-        "created": record.created,
-        "updated": record.updated,
-        "sync_status": fold_sync(instances),
-        "health": fold_health(instances),
-        "revision": revisions.pop() if len(revisions) == 1 else "",
-        "last_sync": last,
-        "last_operation": store.log.get_operation(record.name),
-        "instances": instances,
-    }
+    revisions = {i.revision for i in instances if i.revision}
+    synced = [i.last_sync for i in instances if i.last_sync]
+    last = max(synced, key=_finished, default=None)
+    return AppView(
+        name=record.name,
+        project=record.project,
+        spec=AppIn.of(record).model_dump(by_alias=True, exclude={"credentials", "name"}),
+        has_credentials=record.has_credentials,
+        deleting=record.deleting,
+        created=record.created,
+        updated=record.updated,
+        sync_status=fold_sync(instances),
+        health=fold_health(instances),
+        revision=revisions.pop() if len(revisions) == 1 else "",
+        last_sync=last,
+        last_operation=store.log.get_operation(record.name),
+        instances=instances,
+    )
+
+
+def history_view(store: Store, app: str, clusters: list[str], limit: int) -> HistoryView:
+    return HistoryView(app=app, clusters={c: store.log.history(app, c, limit) for c in clusters})
+
+
+def _finished(record: SyncRecord) -> str:
+    return record.finished.isoformat() if record.finished else ""

@@ -6,7 +6,8 @@
 Starts its own testbed, Redis, git server, API and workers, measures the raw SSA limit,
 kubectl, gitfleet's cold sync, a no-op cycle, monorepo changes, sharding, memory and tracing
 side by side, and writes DIR/report.json, DIR/report.md and PNG charts. The benchmark's modules
-load only when the command runs, so other commands start as fast as before.
+load only when the command runs, so other commands start as fast as before; it needs the `bench`
+extra (`pip install 'gitfleet[bench]'`) and says so before it starts anything.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fleet.errors import UsageError
+from loadtest import extra
 from loadtest.presets import add_arguments
 
 
 def run(args: argparse.Namespace) -> int:
+    if missing := extra.missing():
+        raise UsageError(extra.message(missing))
     from loadtest.bench import run_command
 
     return run_command(args)

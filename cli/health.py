@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from cli.output import table
 from fleet.engine.health.assess import assess
 from fleet.errors import RenderError, UsageError
 from fleet.model import Manifest, ObjectRef
@@ -129,10 +130,5 @@ def report(obj: Manifest) -> Row:
 
 
 def render_table(rows: list[Row]) -> str:
-    cells = [list(COLUMNS), *([row[c.lower()] for c in COLUMNS] for row in rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS) - 1)]
-    padded = (
-        [*(value.ljust(width) for value, width in zip(line[:-1], widths, strict=True)), line[-1]]
-        for line in cells
-    )
-    return "\n".join("   ".join(line).rstrip() for line in padded)
+    """Three spaces between columns, as `kubectl get` prints them."""
+    return table([[row[c.lower()] for c in COLUMNS] for row in rows], COLUMNS, gap="   ")

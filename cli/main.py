@@ -17,7 +17,9 @@ COMMAND_MODULES = (
     "cli.testbed",
     "cli.health",
     "cli.sync",
-    "cli.client",
+    "cli.api_server",
+    "cli.clusters",
+    "cli.apps",
     "cli.worker",
     "cli.bench",
 )

@@ -1,12 +1,31 @@
-"""Text output for people: the result table and a live progress line."""
+"""Output for people and scripts: aligned tables, JSON, a sync's result and a live progress line.
+
+Every table the commands print is laid out by `table`: a header row, columns padded to their
+widest cell, no trailing spaces.
+"""
 
 from __future__ import annotations
 
-from typing import TextIO
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from fleet.engine.contract import SyncResult
 
 COLUMNS = ("WAVE", "KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE")
+
+
+def table(rows: Sequence[Sequence[str]], columns: Sequence[str], *, gap: str = "  ") -> str:
+    """`columns` over `rows`, each column as wide as its widest cell, separated by `gap`."""
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    return "\n".join(
+        gap.join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
+        for line in [columns, *rows]
+    )
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
 
 
 def result_table(result: SyncResult) -> str:
@@ -22,14 +41,7 @@ def result_table(result: SyncResult) -> str:
         )
         for r in result.resources
     ]
-    widths = [
-        max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
-        for i, c in enumerate(COLUMNS)
-    ]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()]
-    lines += [
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
+    lines = [table(rows, COLUMNS)]
     seconds = (result.finished - result.started).total_seconds()
     lines.append("")
     lines.append(

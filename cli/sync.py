@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from cli import output
+from cli.options import timeout_seconds
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import SyncRequest, SyncResult
 from fleet.engine.diff import compare as diff
 from fleet.engine.diff.compare import IgnoreRules
-from fleet.engine.render.stage import RenderParams
+from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
 from fleet.errors import FleetError, UsageError
 from fleet.kube.client import KubeClient
+from fleet.model import Trigger
 from fleet.telemetry.sdk import flush, setup_tracing
 
 USAGE_STAGES = {"usage", "source", "render", "order"}
@@ -75,16 +77,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
-def parse_duration(text: str) -> float:
-    """`90`, `90s`, `5m`, `1h30m` -> seconds."""
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = re.findall(r"(\d+)([hms])", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise UsageError(f"--timeout {text!r} is not a duration like 90s, 5m or 1h30m")
-    return float(sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts))
-
-
 def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) -> SyncRequest:
     path = str(args.path).strip("/") or "."
     app = args.app or _app_name(path, args.repo)
@@ -99,8 +91,8 @@ def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) 
         allow_empty=args.allow_empty,
         create_namespace=args.create_namespace,
         dry_run=dry_run,
-        timeout=parse_duration(args.timeout),
-        trigger="cli",
+        timeout=timeout_seconds(args.timeout),
+        trigger=Trigger.CLI,
         credentials=git_credentials_from_env(),
         force_conflicts=args.force_conflicts,
         ignore=IgnoreRules(tuple(args.ignore_field), tuple(args.ignore_manager)),

@@ -11,20 +11,19 @@ so the polling period changes when the benchmark notices, never what it measures
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from redis import Redis
 
+from deploy.testbed.process import wait_for
 from fleet.control.keys import Keys
+from fleet.control.registry.status import SyncLog
+from fleet.control.registry.syncrecords import InstanceStatus
+from fleet.model import Health, SyncStatus
 from loadtest.fleetrun import PREFIX, BenchError
 from loadtest.workload import App
-
-SYNCED, HEALTHY = "Synced", "Healthy"
 
 
 @dataclass(frozen=True)
@@ -41,29 +40,30 @@ class Outcome:
     quiet: bool = False
 
 
-def stamp(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp() if text else 0.0
+def stamp(moment: datetime | None) -> float:
+    """Seconds since the epoch; 0.0 when there is no such moment."""
+    return moment.timestamp() if moment is not None else 0.0
 
 
-def settled(app: str, status: dict[str, Any], since: float, revision: str) -> Outcome | None:
+def settled(app: str, status: InstanceStatus, since: float, revision: str) -> Outcome | None:
     """The outcome when `status` shows the instance Synced and Healthy by a sync that started
     at or after `since` (at `revision`, when given) or a quiet check made after `since`."""
-    if status.get("sync_status") != SYNCED or status.get("health") != HEALTHY:
+    if status.sync_status != SyncStatus.SYNCED or status.health != Health.HEALTHY:
         return None
-    checked = stamp(str(status.get("checked", "")))
+    checked = stamp(status.checked)
     if checked >= since:
-        return Outcome(app, checked, checked, False, str(status.get("revision", "")), "", True)
-    last = status.get("last_sync") or {}
-    started = stamp(str(last.get("started", "")))
-    if started < since or (revision and status.get("revision") != revision):
+        return Outcome(app, checked, checked, False, status.revision, "", True)
+    last = status.last_sync
+    started = stamp(last.started if last else None)
+    if last is None or started < since or (revision and status.revision != revision):
         return None
     return Outcome(
         app=app,
         started=started,
-        finished=stamp(str(last.get("finished", ""))),
-        rendered=bool(last.get("rendered")),
-        revision=str(last.get("revision", "")),
-        worker=str(last.get("worker", "")),
+        finished=stamp(last.finished),
+        rendered=last.rendered,
+        revision=last.revision,
+        worker=last.worker,
     )
 
 
@@ -74,16 +74,12 @@ class StatusBoard:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self.keys = Keys(PREFIX)
+        self.log = SyncLog(redis, self.keys)
 
-    def read(self, apps: Sequence[App]) -> dict[str, dict[str, Any] | None]:
-        pipe = self.redis.pipeline(transaction=False)
-        for app in apps:
-            pipe.hget(self.keys.status(app.name), app.cluster)
-        raws = pipe.execute()
-        return {
-            app.name: json.loads(raw) if isinstance(raw, bytes) else None
-            for app, raw in zip(apps, raws, strict=True)
-        }
+    def read(self, apps: Sequence[App]) -> dict[str, InstanceStatus | None]:
+        """Each app's status, in one pipeline."""
+        statuses = self.log.many_statuses([(app.name, app.cluster) for app in apps])
+        return dict(zip((app.name for app in apps), statuses, strict=True))
 
     def wait(
         self,
@@ -95,11 +91,14 @@ class StatusBoard:
         progress: Progress | None = None,
     ) -> dict[str, Outcome]:
         """Wait until every app settled (see `settled`); `progress(done, total)` after each
-        poll; BenchError naming a few laggards on timeout."""
+        poll, the polls further apart the more apps are pending; BenchError naming a few
+        laggards on timeout."""
         pending = list(apps)
         done: dict[str, Outcome] = {}
-        deadline = time.monotonic() + timeout
-        while pending:
+        statuses: dict[str, InstanceStatus | None] = {}
+
+        def poll() -> bool:
+            nonlocal pending, statuses
             statuses = self.read(pending)
             for name, status in statuses.items():
                 found = settled(name, status, since, revision) if status else None
@@ -108,19 +107,26 @@ class StatusBoard:
             pending = [a for a in pending if a.name not in done]
             if progress is not None:
                 progress(len(done), len(apps))
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                raise BenchError(_laggards(pending, statuses, timeout))
-            time.sleep(0.2 + len(pending) / 5000)
+            return not pending
+
+        if pending:
+            wait_for(
+                poll,
+                what="every app to settle",
+                timeout=timeout,
+                period=lambda: 0.2 + len(pending) / 5000,
+                error=lambda _: BenchError(_laggards(pending, statuses, timeout)),
+            )
         return done
 
 
-def _laggards(pending: Sequence[App], statuses: dict[str, Any], timeout: float) -> str:
+def _laggards(
+    pending: Sequence[App], statuses: dict[str, InstanceStatus | None], timeout: float
+) -> str:
     lines = []
     for app in pending[:5]:
-        status = statuses.get(app.name) or {}
-        said = status.get("message") or status.get("sync_status") or "no sync recorded yet"
+        status = statuses.get(app.name)
+        said = (status.message or status.sync_status) if status else "no sync recorded yet"
         lines.append(f"  {app.name}@{app.cluster}: {said}")
     return (
         f"{len(pending)} app(s) not Synced and Healthy after {timeout:.0f}s, for example:\n"

@@ -41,8 +41,8 @@ def monorepo(run: Run) -> None:
         rounds.append(found)
         head = found["sha"]
     latencies = [r["converged_s"] for r in rounds]
-    run.add("commit_to_converged_p50_s", percentile(latencies, 0.5), "s")
-    run.add("commit_to_converged_p95_s", percentile(latencies, 0.95), "s")
+    run.add("commit_to_converged_p50_s", percentile(latencies, 50), "s")
+    run.add("commit_to_converged_p95_s", percentile(latencies, 95), "s")
     run.add("commit_to_converged_max_s", max(latencies), "s")
     renders = [r["renders"] for r in rounds]
     unit = "renders per commit (mean; new entries in the workers' render caches)"
@@ -50,9 +50,9 @@ def monorepo(run: Run) -> None:
     syncs = sum(r["syncs_triggered"] for r in rounds)
     run.add("monorepo_syncs_per_commit", syncs / len(rounds), "syncs the webhook triggered")
     hooks = [r["webhook_s"] for r in rounds]
-    run.add("monorepo_webhook_response_p50_s", percentile(hooks, 0.5), "s")
+    run.add("monorepo_webhook_response_p50_s", percentile(hooks, 50), "s")
     drains = [r["all_synced_s"] for r in rounds]
-    run.add("monorepo_all_synced_p50_s", percentile(drains, 0.5), "s from commit")
+    run.add("monorepo_all_synced_p50_s", percentile(drains, 50), "s from commit")
     run.traces.settle()
     run.details["monorepo"] = {
         "latencies_s": [round(x, 3) for x in latencies],

@@ -7,17 +7,19 @@ order `loadtest.bench` gives; each says in its docstring what it assumes of the 
 
 from __future__ import annotations
 
-import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.client import CoordinatorClient
+from deploy.testbed.process import wait_for
 from fleet.kube.client import KubeClient
 from loadtest.board import StatusBoard
 from loadtest.engine_bench import Figure
-from loadtest.fleetrun import Api, BenchError, Fleet
+from loadtest.fleetrun import BenchError, Fleet
 from loadtest.presets import Params
 from loadtest.probes import TraceFile, cpu_seconds
 from loadtest.workload import App
@@ -42,7 +44,7 @@ class Run:
     server_pids: list[int] = field(default_factory=list)
 
     @property
-    def api(self) -> Api:
+    def api(self) -> CoordinatorClient:
         return self.fleet.api()
 
     def repo_url(self) -> str:
@@ -82,25 +84,19 @@ class Meter:
         return {k: cpu_seconds(p) - self.cpu[k] for k, p in self.groups.items()}
 
 
-def percentile(values: Sequence[float], share: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * share
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def percentile(values: Sequence[float], percent: int) -> float:
+    """The `percent`th percentile (1 to 99), interpolated linearly between the closest ranks
+    (`statistics.quantiles`' inclusive method, numpy's default); 0.0 when there are no values."""
+    if len(values) < 2:  # quantiles needs two values before Python 3.13
+        return float(values[0]) if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[percent - 1]
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str, period: float) -> float:
-    """Poll `check`; return the time.time() at which it first held; BenchError on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return time.time()
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(period)
+    """Poll `check` (`wait_for`); return the time.time() at which it first held; BenchError on
+    timeout."""
+    wait_for(check, what=what, timeout=timeout, period=period, error=BenchError)
+    return time.time()
 
 
 def cpu_per_1k(cpu: dict[str, float], objects: int) -> dict[str, float]:

@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import pstats
-import resource
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from types import FrameType
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+import psutil
 import yaml
 from dulwich.repo import Repo
 from opentelemetry import trace
@@ -66,6 +66,7 @@ from fleet.engine.inventory import InventoryStore
 from fleet.kube import kubeconfig
 from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
+from loadtest.probes import cpu_of
 from loadtest.report import targets_table
 
 RAW_THREADS = 8
@@ -150,9 +151,9 @@ class Bench:
         return name
 
     def measure(self, action: Callable[[], T]) -> tuple[Sample, T]:
-        wall, cpu, server = time.perf_counter(), _client_cpu(), _cpu_of(self.server_pids)
+        wall, cpu, server = time.perf_counter(), _client_cpu(), cpu_of(self.server_pids)
         result = action()
-        after = _cpu_of(self.server_pids)
+        after = cpu_of(self.server_pids)
         used = None if server is None or after is None else after - server
         return Sample(time.perf_counter() - wall, _client_cpu() - cpu, used), result
 
@@ -532,33 +533,20 @@ def server_processes(server: str) -> list[int]:
 
 
 def _command_lines() -> Iterator[tuple[int, list[str]]]:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            with contextlib.suppress(OSError):
-                argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
-                yield int(proc.name), argv
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"]  # None when it cannot be read
+        if argv:
+            yield proc.pid, list(argv)
 
 
 def _is(program: str, argv: list[str]) -> bool:
     return bool(argv) and Path(argv[0]).name == program
 
 
-def _cpu_of(pids: list[int]) -> float | None:
-    if not pids:
-        return None
-    total = 0
-    try:
-        for pid in pids:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    except (OSError, IndexError):
-        return None
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def _client_cpu() -> float:
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
+    """CPU seconds of this process and of the children it waited for (kubectl)."""
+    t = psutil.Process().cpu_times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _install_tracing() -> InMemorySpanExporter:

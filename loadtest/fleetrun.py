@@ -8,17 +8,13 @@ GITFLEET_SECRET_KEY, GITFLEET_WEBHOOK_SECRET, GITFLEET_TRACE_FILE and GITFLEET_C
 A worker can be restarted without tracing (no GITFLEET_TRACE_FILE, no OTLP endpoint) to
 measure what tracing costs.
 
-`Api` talks to the coordinator over HTTP only: single calls, concurrent bulk calls (httpx with
-a bounded number in flight, retrying the registry's "retry it" conflicts), and GitHub-style
-push webhooks signed with the webhook secret.
+The benchmark talks to the coordinator over HTTP only, with the client the `gitfleet` commands
+use (`api.client.CoordinatorClient`): single calls, concurrent bulk calls, and GitHub-style push
+webhooks signed with the webhook secret.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import hmac
-import json
 import os
 import secrets
 import shutil
@@ -30,13 +26,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 from cryptography.fernet import Fernet
 from redis import Redis
 
+from api.client import CoordinatorClient
 from deploy.testbed.process import Proc, free_port, start, stop, wait_for
+from fleet.control.keys import Keys
 from fleet.control.routing import membership
 from fleet.control.routing.leases import Lease
+from fleet.control.scheduler import LOCK_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "gitfleet"
@@ -45,8 +43,7 @@ TRACING_VARIABLES = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 )
-RETRYABLE = (409, 503)
-LEADER = "coordinator"  # the lease name `fleet.control.scheduler` leads under
+API_TIMEOUT = 120.0  # seconds a single call may take
 
 
 class BenchError(RuntimeError):
@@ -168,7 +165,8 @@ class Fleet:
     def scheduler_leads(self) -> bool:
         """Whether a coordinator's scheduler holds its lease (`fleet.control.scheduler`): then it
         requests syncs of new automated apps by itself."""
-        return Lease(self.redis, key_prefix=f"{PREFIX}:scheduler").holder(LEADER) is not None
+        lock = Lease(self.redis, Keys(PREFIX).scheduler_lease)
+        return lock.holder(LOCK_NAME) is not None
 
     def render_cache_entries(self) -> int:
         """Renders the workers have stored: one file per render under each worker's cache."""
@@ -179,8 +177,9 @@ class Fleet:
 
     def is_idle(self) -> bool:
         """No pending or deferred sync anywhere (the pending-sync registry is empty)."""
-        pending = int(self.redis.scard(f"{PREFIX}:pending"))
-        deferred = int(self.redis.zcard(f"{PREFIX}:deferred"))
+        keys = Keys(PREFIX)
+        pending = int(self.redis.scard(keys.pending_index))
+        deferred = int(self.redis.zcard(keys.deferred))
         return pending == 0 and deferred == 0
 
     def wait_idle(self, *, timeout: float) -> None:
@@ -195,8 +194,9 @@ class Fleet:
         self.procs.clear()
         self.redis.close()
 
-    def api(self) -> Api:
-        return Api(f"http://127.0.0.1:{self.api_port}", self.env["GITFLEET_ADMIN_TOKEN"])
+    def api(self) -> CoordinatorClient:
+        server, token = f"http://127.0.0.1:{self.api_port}", self.env["GITFLEET_ADMIN_TOKEN"]
+        return CoordinatorClient(server, token, timeout=API_TIMEOUT)
 
     def repo_url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.git_port}/{name}"
@@ -212,74 +212,6 @@ class Fleet:
             elif "POST" in line and "git-upload-pack" in line:
                 counts["fetch"] += 1
         return counts
-
-
-class Api:
-    """The coordinator's REST API, as the benchmark drives it."""
-
-    def __init__(self, server: str, token: str) -> None:
-        self.server = server
-        self.headers = {"Authorization": f"Bearer {token}"}
-
-    def call(self, method: str, path: str, body: Any = None, *, timeout: float = 120) -> Any:
-        response = httpx.request(
-            method, self.server + path, json=body, headers=self.headers, timeout=timeout
-        )
-        return _decoded(method, path, response)
-
-    def bulk(self, requests: Sequence[tuple[str, str, Any]], *, concurrency: int = 16) -> list[Any]:
-        """Send (method, path, body) requests with at most `concurrency` in flight, in order."""
-        return asyncio.run(self._bulk(requests, concurrency))
-
-    async def _bulk(self, requests: Sequence[tuple[str, str, Any]], concurrency: int) -> list[Any]:
-        gate = asyncio.Semaphore(concurrency)
-        limits = httpx.Limits(max_connections=concurrency)
-        async with httpx.AsyncClient(
-            base_url=self.server, headers=self.headers, timeout=300, limits=limits
-        ) as client:
-
-            async def one(method: str, path: str, body: Any) -> Any:
-                async with gate:
-                    return await _with_retries(client, method, path, body)
-
-            return list(await asyncio.gather(*(one(*r) for r in requests)))
-
-    def push(self, secret: str, payload: Mapping[str, Any]) -> Any:
-        """POST a GitHub push event to /api/v1/webhooks/git, signed as GitHub signs it."""
-        body = json.dumps(payload).encode()
-        signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        headers = {
-            **self.headers,
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "push",
-            "X-Hub-Signature-256": signature,
-        }
-        path = "/api/v1/webhooks/git"
-        response = httpx.post(self.server + path, content=body, headers=headers, timeout=600)
-        return _decoded("POST", path, response)
-
-    def metrics(self) -> str:
-        return httpx.get(self.server + "/metrics", timeout=120).text
-
-
-async def _with_retries(client: httpx.AsyncClient, method: str, path: str, body: Any) -> Any:
-    """One request; a 409 "retry it" or a 503 is retried with a growing pause, 30 times."""
-    for attempt in range(30):
-        response = await client.request(method, path, json=body)
-        if response.status_code not in RETRYABLE or not _retryable(response):
-            return _decoded(method, path, response)
-        await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
-    return _decoded(method, path, response)
-
-
-def _retryable(response: httpx.Response) -> bool:
-    return response.status_code == 503 or "retry" in response.text
-
-
-def _decoded(method: str, path: str, response: httpx.Response) -> Any:
-    if response.status_code >= 300:
-        raise BenchError(f"{method} {path} failed ({response.status_code}): {response.text[:500]}")
-    return response.json() if response.content else None
 
 
 def push_event(repo_url: str, *, sha: str, before: str, paths: Sequence[str]) -> dict[str, Any]:

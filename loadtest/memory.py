@@ -22,7 +22,8 @@ import threading
 import time
 import tracemalloc
 
-from fleet.control.routing.owners import OwnerMap, split_instance
+from fleet.control.registry.instances import split_instance
+from fleet.control.routing.owners import OwnerMap
 from fleet.engine.plan.tracking import APP_LABEL
 from fleet.kube.watch import Watch
 from loadtest.context import Run, wait_until

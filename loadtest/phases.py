@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from api.views import AppSummary
 from fleet.control.routing.dispatch import Dispatcher
+from fleet.model import Health, SyncStatus, Trigger
 from loadtest.board import Outcome
 from loadtest.context import (
     Meter,
@@ -49,6 +53,7 @@ from loadtest.workload import App
 
 WATCH_SETTLE_S = 4.0  # self-heal refreshes its watches every 2 s, then lists
 IDLE_WINDOW_S = 10.0
+_SUMMARIES = TypeAdapter(list[AppSummary])
 
 
 def timeout_for(apps: int) -> float:
@@ -183,8 +188,8 @@ def where_time_went(run: Run, seconds: float) -> dict[str, Any]:
     return {
         "stages": stages,
         "queue_wait_s": {
-            "p50": round(percentile(waits, 0.5), 3),
-            "p95": round(percentile(waits, 0.95), 3),
+            "p50": round(percentile(waits, 50), 3),
+            "p95": round(percentile(waits, 95), 3),
             "max": round(max(waits, default=0.0), 3),
         },
         "syncs_running_at_once": round(busy, 2),
@@ -194,11 +199,11 @@ def where_time_went(run: Run, seconds: float) -> dict[str, Any]:
 def _confirmed(run: Run) -> int:
     """How many of the apps GET /api/v1/apps lists as Synced and Healthy."""
     names = {a.name for a in run.apps}
-    listed = run.api.call("GET", "/api/v1/apps", timeout=600)
+    listed = _SUMMARIES.validate_python(run.api.call("GET", "/api/v1/apps", timeout=600))
     return sum(
         1
         for a in listed
-        if a["name"] in names and a["sync_status"] == "Synced" and a["health"] == "Healthy"
+        if a.name in names and a.sync_status == SyncStatus.SYNCED and a.health == Health.HEALTHY
     )
 
 
@@ -261,7 +266,7 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
     meter = Meter.start(run.groups())
     started = time.time()
     for app in run.apps:
-        dispatcher.request_sync(app.name, app.cluster, trigger="interval")
+        dispatcher.request_sync(app.name, app.cluster, trigger=Trigger.INTERVAL)
     outcomes = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
     run.fleet.wait_idle(timeout=300)
     cpu, window = meter.read(), time.time() - started

@@ -1,7 +1,9 @@
-"""The report's PNG charts: horizontal bar charts drawn with `loadtest.png`.
+"""The report's PNG charts: horizontal bar charts drawn with matplotlib (the `bench` extra).
 
 Each chart reads only the finished report (its figures and details), so charts can be drawn
-again from a report.json without rerunning anything: `python -m loadtest.plots DIR`.
+again from a report.json without rerunning anything: `python -m loadtest.plots DIR`. Figures
+are built with matplotlib's object API on an Agg canvas, so no display and no pyplot state are
+involved.
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.png import GREY, Canvas, Color, text_width
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-BLUE: Color = (66, 113, 196)
-ORANGE: Color = (237, 125, 49)
-GREEN: Color = (84, 160, 84)
-RED: Color = (200, 60, 60)
-PURPLE: Color = (130, 90, 170)
-WIDTH, MARGIN, ROW, BAR = 1000, 16, 30, 20
-TOP = 64
-VALUE_ROOM = 150
+Color = str
+BLUE: Color = "#4271c4"
+ORANGE: Color = "#ed7d31"
+GREEN: Color = "#54a054"
+RED: Color = "#c83c3c"
+PURPLE: Color = "#825aaa"
+GREY: Color = "#969696"
+WIDTH_IN, DPI = 10.0, 100
+ROW_IN = 0.32  # height of one bar's row, inches
+FRAME_IN = 1.4  # title, value axis and margins, inches
+LEGEND_IN = 0.35
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class Bar:
 
 @dataclass(frozen=True)
 class Marker:
-    """A vertical line across the bars at `value`, named under the chart."""
+    """A vertical dashed line across the bars at `value`, named in the legend under the chart."""
 
     label: str
     value: float
@@ -54,30 +60,36 @@ def fmt(value: float) -> str:
 def bar_chart(
     path: Path, *, title: str, unit: str, bars: Sequence[Bar], markers: Sequence[Marker] = ()
 ) -> Path:
-    """Write a chart with one horizontal bar per entry, its value at the end of the bar."""
-    label_w = max([text_width(b.label) for b in bars] + [40]) + MARGIN
-    height = TOP + ROW * max(len(bars), 1) + MARGIN + 22 * len(markers) + MARGIN
-    canvas = Canvas(WIDTH, height)
-    canvas.text(MARGIN, MARGIN, title, scale=2)
-    canvas.text(MARGIN, MARGIN + 22, unit, color=GREY, scale=2)
-    x0, room = MARGIN + label_w, WIDTH - MARGIN - label_w - VALUE_ROOM
-    top = max([b.value for b in bars] + [m.value for m in markers] + [1e-9])
-    bottom = TOP + ROW * len(bars)
-    canvas.rect(x0 - 1, TOP - 4, 1, bottom - TOP + 4, GREY)
-    for index, bar in enumerate(bars):
-        y = TOP + index * ROW
-        canvas.text(MARGIN, y + 3, bar.label, scale=2)
-        length = max(int(room * max(bar.value, 0.0) / top), 1)
-        canvas.rect(x0, y, length, BAR, bar.color)
-        canvas.text(x0 + length + 6, y + 3, fmt(bar.value), scale=2)
-    for index, marker in enumerate(markers):
-        x = x0 + int(room * marker.value / top)
-        for y in range(TOP - 4, bottom, 6):
-            canvas.rect(x, y, 2, 3, marker.color)
+    """Write a chart with one horizontal bar per entry, top to bottom in the order given, its
+    value at the end of the bar; a negative value is drawn as an empty bar."""
+    height = FRAME_IN + ROW_IN * max(len(bars), 1) + (LEGEND_IN if markers else 0.0)
+    figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    rows = list(range(len(bars)))
+    drawn = axes.barh(
+        rows, [max(b.value, 0.0) for b in bars], height=0.66, color=[b.color for b in bars]
+    )
+    axes.bar_label(drawn, labels=[fmt(b.value) for b in bars], padding=4)
+    axes.set_yticks(rows, labels=[b.label for b in bars])
+    axes.set_ylim(len(bars) - 0.5, -0.5)  # the first bar on top
+    for marker in markers:
         label = f"{marker.label} = {fmt(marker.value)}"
-        canvas.text(MARGIN, bottom + MARGIN + 22 * index, label, color=marker.color, scale=2)
-    canvas.save(path)
+        axes.axvline(marker.value, color=marker.color, linestyle="--", label=label)
+    axes.set_xlim(0, _axis_end(bars, markers))
+    axes.set_title(title, loc="left", fontweight="bold")
+    axes.set_xlabel(unit)
+    axes.spines[["top", "right"]].set_visible(False)
+    if markers:
+        figure.legend(loc="outside lower left", ncols=len(markers), frameon=False)
+    figure.savefig(path, format="png")
     return path
+
+
+def _axis_end(bars: Sequence[Bar], markers: Sequence[Marker]) -> float:
+    """The value axis reaches past the largest bar or marker, leaving room for the labels."""
+    top = max([b.value for b in bars] + [m.value for m in markers] + [1e-9])
+    return top * 1.15
 
 
 def _value(figures: Mapping[str, Any], name: str) -> float:

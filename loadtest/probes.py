@@ -1,7 +1,6 @@
 """What the benchmark reads from outside the system under test, without changing it.
 
-- CPU seconds of processes, from /proc/<pid>/stat (the engine benchmark's reader), and their
-  resident memory from /proc/<pid>/status;
+- CPU seconds (user + system) and resident memory of processes, read with psutil;
 - requests counted by each kube-apiserver (`apiserver_request_total`, by verb and resource),
   which sees every request gitfleet makes whatever client code made it;
 - spans the processes wrote to GITFLEET_TRACE_FILE (one JSON object per line), read from a
@@ -19,10 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.testbed.process import wait_for
 from fleet.kube.client import KubeClient
-from loadtest.engine_bench import _cpu_of
 
 RequestKey = tuple[str, str]  # (verb, resource), e.g. ("GET", "configmaps")
 METRICS_SCRAPE: RequestKey = ("GET", "non-resource")
@@ -30,22 +30,31 @@ METRICS_SCRAPE: RequestKey = ("GET", "non-resource")
 OURS = (b'"name": "gitfleet.', b'"name":"gitfleet.')
 
 
+def cpu_of(pids: Iterable[int]) -> float | None:
+    """User + system CPU seconds of `pids` together (their children not included); None when
+    there are none, or when one of them is gone or cannot be read."""
+    pids = list(pids)
+    if not pids:
+        return None
+    try:
+        times = [psutil.Process(pid).cpu_times() for pid in pids]
+    except psutil.Error:
+        return None
+    return sum(t.user + t.system for t in times)
+
+
 def cpu_seconds(pids: Iterable[int]) -> float:
-    """utime + stime of `pids` in seconds; 0.0 when one of them is gone."""
-    found = _cpu_of(list(pids))
+    """`cpu_of`, 0.0 when there is nothing to read."""
+    found = cpu_of(pids)
     return found if found is not None else 0.0
 
 
 def rss_bytes(pid: int) -> int:
-    """Resident set size of `pid` (VmRSS), 0 when the process is gone."""
+    """Resident set size of `pid`, 0 when the process is gone."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
         return 0
-    for line in text.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def apiserver_requests(kube: KubeClient) -> Counter[RequestKey]:
@@ -121,15 +130,18 @@ class TraceFile:
     def settle(self, *, quiet_for: float = 6.0, timeout: float = 60.0) -> list[dict[str, Any]]:
         """Wait until nothing was appended for `quiet_for` seconds (batch span processors
         export every 5 s), then read."""
-        deadline = time.monotonic() + timeout
         size, changed = -1, time.monotonic()
-        while time.monotonic() < deadline:
+
+        def quiet() -> bool:
+            nonlocal size, changed
             now_size = self.path.stat().st_size if self.path.exists() else 0
             if now_size != size:
                 size, changed = now_size, time.monotonic()
-            elif time.monotonic() - changed >= quiet_for:
-                break
-            time.sleep(0.5)
+                return False
+            return time.monotonic() - changed >= quiet_for
+
+        what = "the trace file to stay unchanged"
+        wait_for(quiet, what=what, timeout=timeout, period=0.5, error=None)
         return self.read()
 
 

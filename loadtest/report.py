@@ -57,7 +57,7 @@ METHODS = {
     "sharding": "OwnerMap.current() (the live shard map) with W workers, after worker W+1 "
     "joined, after worker-1 left (SIGTERM); load_stats and moved_share from "
     "fleet.control.routing.sharding",
-    "memory": "worker RSS (/proc/<pid>/status) and the live objects its watches cache (every "
+    "memory": "worker RSS (psutil) and the live objects its watches cache (every "
     "app-labelled ConfigMap of each cluster where it owns an instance), sampled when a "
     "quarter of the cold sync is done and after it: RSS growth / objects added. Beside it, "
     "tracemalloc of one fleet.kube.watch.Watch cache of a cluster, built in the bench process",

@@ -26,19 +26,20 @@ from opentelemetry import context, propagate
 from rq import get_current_job
 
 from fleet.control import backoff
-from fleet.control.keys import NotFound
-from fleet.control.policy import normalize_repo, request_for
+from fleet.control.policy import blocked_reason, request_for
 from fleet.control.pushes import SyncedAt, spec_of
+from fleet.control.registry.errors import NotFound
+from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord, ProjectRecord
+from fleet.control.registry.repos import normalize_repo
+from fleet.control.registry.syncrecords import HISTORY, SyncRecord
 from fleet.control.routing.leases import LeaseBusy, LeaseLost
-from fleet.control.routing.owners import instance_key, split_instance
 from fleet.control.routing.pending import Intent, Pending
-from fleet.control.windows import evaluate
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest, SyncResult
 from fleet.engine.sync import Desired
 from fleet.errors import FleetError
-from fleet.model import Health, SyncStatus
+from fleet.model import Health, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 from worker import quiet, status, teardown
 from worker.journal import Entry
@@ -46,19 +47,21 @@ from worker.runtime import Runtime, current
 
 log = logging.getLogger("gitfleet.worker")
 
-AUTOMATED_TRIGGERS = frozenset({"webhook", "interval", "self-heal"})
 LEASE_BUSY_DELAY = 1.0
 DEPENDENCY_BASE, DEPENDENCY_MAX = 2.0, 30.0
 
-Outcome = dict[str, Any]
+JobAnswer = dict[str, Any]
+"""What a job returns to rq, JSON-ready (the API's diff and the tests read it through
+`Dispatcher.wait`): a sync or a skip answers with its history record, anything else with the
+instance and its `Outcome` as `result`; a preview with the engine's `SyncResult.to_json()`."""
 
 
-def sync_job(instance: str) -> Outcome:
+def sync_job(instance: str) -> JobAnswer:
     """Run the pending sync of `instance` (rq job function)."""
     runtime, job_id = current(), _job_id()
     claim = runtime.dispatcher.claim(instance, job_id, worker=runtime.name)
     if claim is None:
-        return {"instance": instance, "result": "superseded"}
+        return {"instance": instance, "result": Outcome.SUPERSEDED.value}
     token = context.attach(propagate.extract(claim.intent.carrier))
     try:
         return _leased(runtime, instance, job_id, claim)
@@ -67,7 +70,7 @@ def sync_job(instance: str) -> Outcome:
         runtime.dispatcher.finish(instance, job_id, fallback_queue=claim.queue)
 
 
-def preview_job(instance: str, intent_json: str) -> Outcome:
+def preview_job(instance: str, intent_json: str) -> JobAnswer:
     """What a sync of `instance` would change, without writing anything (rq job function)."""
     runtime, intent = current(), Intent.from_json(intent_json)
     app_name, cluster = split_instance(instance)
@@ -90,21 +93,21 @@ def _job_id() -> str:
     return str(job.id)
 
 
-def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Outcome:
+def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> JobAnswer:
     try:
         with runtime.leases.held(instance, runtime.holder, ttl=runtime.settings.lease_ttl):
             return _journaled(runtime, instance, job_id, claim)
     except LeaseBusy:
         runtime.dispatcher.defer(instance, claim.intent, delay=LEASE_BUSY_DELAY)
-        return {"instance": instance, "result": "deferred", "message": "lease busy"}
+        return {"instance": instance, "result": Outcome.DEFERRED.value, "message": "lease busy"}
     except LeaseLost as e:
         log.error("instance=%s lease lost during the sync: %s", instance, e)
-        return {"instance": instance, "result": "failed", "error": str(e)}
+        return {"instance": instance, "result": Outcome.FAILED.value, "error": str(e)}
 
 
-def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Outcome:
+def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> JobAnswer:
     start = time.time()
-    outcome = attempt(runtime, instance, claim.intent, requests=claim.requests)
+    answer = attempt(runtime, instance, claim.intent, requests=claim.requests)
     entry = Entry(
         instance=instance,
         job_id=job_id,
@@ -112,23 +115,23 @@ def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> 
         start=start,
         end=time.time(),
         trigger=claim.intent.trigger,
-        outcome=str(outcome.get("result", "")),
+        outcome=Outcome(answer["result"]),
         requests=claim.requests,
     )
     runtime.journal.record(entry)
-    return outcome
+    return answer
 
 
-def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> Outcome:
+def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> JobAnswer:
     """Steps 4 and 5 for one instance, with its lease held by the caller."""
     app_name, cluster = split_instance(instance)
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:
-        return {"instance": instance, "result": "skipped", "message": str(e)}
-    if intent.trigger == "delete" or app.deleting:
+        return {"instance": instance, "result": Outcome.SKIPPED.value, "message": str(e)}
+    if intent.trigger == Trigger.DELETE or app.deleting:
         return teardown.delete_instance(runtime, app, cluster, intent=intent)
-    reason = blocked_reason(app, intent.trigger)
+    reason = blocked_reason(app, intent.trigger, datetime.now(UTC))
     if reason:
         return _skip(runtime, app, cluster, intent, reason)
     waiting = waiting_for(runtime, app)
@@ -144,13 +147,6 @@ def _load(runtime: Runtime, app_name: str, cluster: str) -> tuple[AppRecord, Pro
     return app, runtime.store.get_project(app.project)
 
 
-def blocked_reason(app: AppRecord, trigger: str) -> str:
-    """Why the app's sync windows block `trigger` now; empty when they allow it."""
-    verdict = evaluate(app.sync_policy.sync_windows, app.name, datetime.now(UTC))
-    allowed = verdict.automated_allowed if trigger in AUTOMATED_TRIGGERS else verdict.manual_allowed
-    return "" if allowed else verdict.reason
-
-
 def waiting_for(runtime: Runtime, app: AppRecord) -> str:
     """What blocks `app` on its dependencies: every instance of each must be Healthy."""
     for name in app.depends_on:
@@ -162,18 +158,19 @@ def waiting_for(runtime: Runtime, app: AppRecord) -> str:
         if not clusters:
             return f"waiting for app {name}: it targets no registered cluster"
         for cluster in clusters:
-            health = (runtime.store.get_status(name, cluster) or {}).get("health") or "Unknown"
-            if health != str(Health.HEALTHY):
+            found = runtime.store.get_status(name, cluster)
+            health = found.health if found is not None else Health.UNKNOWN
+            if health != Health.HEALTHY:
                 return f"waiting for app {name}: {name}@{cluster} is {health}"
     return ""
 
 
-def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> Outcome:
+def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> JobAnswer:
     attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
-    with telemetry.stage("sync", **attrs, outcome="skipped") as span:
+    with telemetry.stage("sync", **attrs, outcome=Outcome.SKIPPED) as span:
         trace_id = telemetry.trace_id_of(span)
     log.info("app=%s cluster=%s trace_id=%s sync skipped: %s", app.name, cluster, trace_id, reason)
-    return status.write_skipped(
+    record = status.write_skipped(
         runtime.store,
         app.name,
         cluster,
@@ -182,15 +179,18 @@ def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason
         trace_id=trace_id,
         worker=runtime.name,
     )
+    answer: JobAnswer = HISTORY.dump_python(record, mode="json")
+    return answer
 
 
-def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> Outcome:
+def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> JobAnswer:
     app, cluster = split_instance(instance)
     status.note(runtime.store, app, cluster, waiting)
     step = min(intent.attempt, 16)
     delay = backoff.delay(step, base=DEPENDENCY_BASE, max_delay=DEPENDENCY_MAX, jitter=0.2)
     runtime.dispatcher.defer(instance, dataclasses.replace(intent, attempt=step + 1), delay=delay)
-    return {"instance": instance, "result": "waiting", "message": waiting, "retry_in_s": delay}
+    answer = {"instance": instance, "result": Outcome.WAITING.value, "message": waiting}
+    return {**answer, "retry_in_s": delay}
 
 
 def _sync(
@@ -200,7 +200,7 @@ def _sync(
     cluster: str,
     intent: Intent,
     requests: int,
-) -> Outcome:
+) -> JobAnswer:
     if intent.trigger in quiet.QUIET_TRIGGERS:
         desired = _quiet(runtime, app, project, cluster, intent)
         if desired is not None:
@@ -208,7 +208,7 @@ def _sync(
             _note_synced(runtime, app, cluster, synced_at)
             return quiet.write_checked(runtime, app.name, cluster)
     result = _run_engine(runtime, app, project, cluster, intent)
-    record = status.sync_record(
+    record = SyncRecord.of(
         result,
         cluster=cluster,
         trigger=intent.trigger,
@@ -218,17 +218,18 @@ def _sync(
     )
     status.write_sync(runtime.store, record)
     if runtime.watcher is not None:
-        runtime.watcher.declare(instance_key(app.name, cluster), record["resources"])
+        runtime.watcher.declare(instance_key(app.name, cluster), record.resources)
     synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
     _note_synced(runtime, app, cluster, synced)
+    answer: JobAnswer = HISTORY.dump_python(record, mode="json")
     if result.error:
-        record["retry_in_s"] = _retry(runtime, app, cluster, intent)
-    outcome = record["result"] + (f": {result.error}" if result.error else "")
+        answer["retry_in_s"] = _retry(runtime, app, cluster, intent)
+    outcome = record.outcome + (f": {result.error}" if result.error else "")
     log.info(
         "app=%s cluster=%s revision=%s trace_id=%s sync %s",
         *(app.name, cluster, result.revision, result.trace_id, outcome),
     )
-    return record
+    return answer
 
 
 def _quiet(

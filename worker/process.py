@@ -167,14 +167,18 @@ class WorkerProcess:
     def __init__(self, settings: WorkerSettings, *, redis: Redis | None = None) -> None:
         self.settings = settings
         self.redis = redis or Redis.from_url(settings.redis_url)
-        self.runtime = Runtime(settings, self.redis)
-        self.selfheal = SelfHeal(self.runtime) if settings.self_heal else None
-        self.runtime.watcher = self.selfheal
-        self.runtime.caches.labelled = self.selfheal
+        self.selfheal: SelfHeal | None = None
+        watcher = self._self_heal if settings.self_heal else None
+        self.runtime = Runtime(settings, self.redis, watcher=watcher)
         self.rqs = [FleetWorker(self.runtime) for _ in range(settings.concurrency)]
         self.rq = self.rqs[0]
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()
+
+    def _self_heal(self, runtime: Runtime) -> SelfHeal:
+        """The runtime's watcher, kept here too: this process drives its refreshes and heals."""
+        self.selfheal = SelfHeal(runtime)
+        return self.selfheal
 
     def run(self, *, logging_level: str = "INFO") -> None:
         main = _in_main_thread()

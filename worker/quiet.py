@@ -18,15 +18,18 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet.control.registry.instances import split_instance
+from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
 from fleet.errors import FleetError
+from fleet.model import Health, Outcome, SyncStatus, Trigger
 from worker.runtime import Runtime
 
 log = logging.getLogger("gitfleet.quiet")
 
-QUIET_TRIGGERS = frozenset({"interval", "webhook"})
-PERIODIC_TRIGGERS = frozenset({"interval"})
+QUIET_TRIGGERS = frozenset({Trigger.INTERVAL, Trigger.WEBHOOK})
+PERIODIC_TRIGGERS = frozenset({Trigger.INTERVAL})
 FETCH_MAX_AGE = 10.0  # seconds: one git fetch per repository per period, not one per app
 
 
@@ -51,11 +54,12 @@ def _check(
 ) -> tuple[sync.Desired | None, str]:
     if request.trigger not in QUIET_TRIGGERS or runtime.watcher is None:
         return None, "not a periodic trigger, or no watches"
-    app, cluster = instance.split("@", 1)
-    last = (runtime.store.get_status(app, cluster) or {}).get("last_sync") or {}
-    if not _was_clean(last):
+    app, cluster = split_instance(instance)
+    status = runtime.store.get_status(app, cluster)
+    last = status.last_sync if status is not None else None
+    if last is None or last.started is None or not _was_clean(last):
         return None, "the last sync was not a clean Synced and Healthy one"
-    since = datetime.fromisoformat(str(last["started"])).timestamp()
+    since = last.started.timestamp()
     why = runtime.watcher.not_quiet_since(instance, _kinds(last), since)
     if why:
         return None, why
@@ -63,35 +67,28 @@ def _check(
         desired = sync.desired_state(request, caches=runtime.caches)
     except FleetError as e:
         return None, f"the desired state cannot be read: {e}"
-    if desired.fingerprint != last["fingerprint"]:
+    if desired.fingerprint != last.fingerprint:
         return None, "the desired state changed"
     return desired, ""
 
 
-def _was_clean(last: dict[str, Any]) -> bool:
+def _was_clean(last: SyncRecord) -> bool:
     return (
-        last.get("result") == "succeeded"
-        and last.get("sync_status") == "Synced"
-        and last.get("health") == "Healthy"
-        and bool(last.get("fingerprint"))
-        and bool(last.get("started"))
+        last.result == Outcome.SUCCEEDED
+        and last.sync_status == SyncStatus.SYNCED
+        and last.health == Health.HEALTHY
+        and bool(last.fingerprint)
     )
 
 
-def _kinds(last: dict[str, Any]) -> set[tuple[str, str]]:
-    kinds = set()
-    for r in last.get("resources") or []:
-        if r.get("action") in ("pruned", "failed"):
-            continue
-        api_version = f"{r['group']}/{r['version']}" if r.get("group") else str(r["version"])
-        kinds.add((api_version, str(r["kind"])))
-    return kinds
+def _kinds(last: SyncRecord) -> set[tuple[str, str]]:
+    return {(r.ref.api_version, r.kind) for r in last.resources if r.declared}
 
 
 def write_checked(runtime: Runtime, app: str, cluster: str) -> dict[str, Any]:
     """Note the quiet check in the status (no history entry: nothing happened)."""
-    status = runtime.store.get_status(app, cluster) or {}
-    stamp = datetime.now(UTC).isoformat()
-    status.pop("updated", None)
-    runtime.store.set_status(app, cluster, {**status, "checked": stamp})
-    return {"app": app, "cluster": cluster, "result": "unchanged", "checked": stamp}
+    status = runtime.store.get_status(app, cluster) or InstanceStatus()
+    stamp = datetime.now(UTC)
+    runtime.store.set_status(app, cluster, dataclasses.replace(status, checked=stamp))
+    answer = {"app": app, "cluster": cluster, "result": Outcome.UNCHANGED.value}
+    return {**answer, "checked": stamp.isoformat()}

@@ -9,6 +9,11 @@ A cluster's client is rebuilt when its credentials change: each job reads the cl
 decrypted settings from the store (one GET and a decrypt, cheap next to a sync) and compares
 them with those the cached client was built from.
 
+The runtime holds the worker's watches (`worker.selfheal.SelfHeal`) only as a `Watcher`, the
+little a job asks of them: record what a sync declared, and say whether an instance has been
+quiet since its last sync. The process passes the factory that builds them when it builds the
+runtime, and the runtime hands them to the engine too, as the `LabelledIndex` a prune reads.
+
 rq calls job functions with their arguments only, so the worker makes its runtime current for
 the thread that executes the job (`active`), and the job asks for it with `current()`. Tests
 that run two workers as threads in one process therefore never see each other's state.
@@ -19,28 +24,46 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from redis import Redis
 
 from fleet.control.pushes import PushLog
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import ResourceRecord
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
 from fleet.engine.caches import SyncCaches
+from fleet.engine.prune import LabelledIndex
 from fleet.kube.client import KubeClient
 from worker.journal import Journal
 from worker.settings import WorkerSettings
 
-if TYPE_CHECKING:
-    from worker.selfheal import SelfHeal
+
+class Watcher(LabelledIndex, Protocol):
+    """What jobs ask of the worker's watches of its instances' objects."""
+
+    def declare(self, instance: str, resources: Sequence[ResourceRecord]) -> None:
+        """Note the objects this worker's own sync of `instance` just reported."""
+        ...
+
+    def not_quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> str:
+        """Why the instance's live objects may have changed since `since`; "" if they cannot."""
+        ...
 
 
 class Runtime:
-    def __init__(self, settings: WorkerSettings, redis: Redis) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        redis: Redis,
+        *,
+        watcher: Callable[[Runtime], Watcher] | None = None,
+    ) -> None:
+        """`watcher` builds the worker's watches from the runtime (None: no watches)."""
         self.settings = settings
         self.name = settings.name
         self.redis = redis
@@ -50,10 +73,11 @@ class Runtime:
         self.caches = SyncCaches.at(settings.cache_dir)
         self.journal = Journal(redis, prefix=settings.prefix)
         self.pushes = PushLog(redis, prefix=settings.prefix)
-        self.watcher: SelfHeal | None = None  # set by the process once its watches run
         self.holder = f"{self.name}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._clients: dict[str, KubeClient] = {}
         self._lock = threading.Lock()
+        self.watcher = watcher(self) if watcher is not None else None
+        self.caches.labelled = self.watcher
 
     @property
     def leases(self) -> Lease:

@@ -29,18 +29,19 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from opentelemetry import propagate
 
+from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord
-from fleet.control.routing.owners import instance_key, split_instance
+from fleet.control.registry.syncrecords import ResourceRecord
 from fleet.control.routing.sharding import NoWorkers
 from fleet.engine.plan.tracking import APP_LABEL, is_self_heal_disabled
 from fleet.errors import FleetError
 from fleet.kube.watch import Event, Watch
-from fleet.model import Manifest, ObjectRef
+from fleet.model import Manifest, ObjectRef, Trigger
 from fleet.telemetry import spans as telemetry
 from worker import status
 from worker.drift import Fights, is_drift
@@ -144,7 +145,7 @@ class SelfHeal:
             self._healing_apps = healing
             return dict(self._status_objects)
 
-    def declare(self, instance: str, resources: list[dict[str, Any]]) -> None:
+    def declare(self, instance: str, resources: Sequence[ResourceRecord]) -> None:
         """What this worker's own sync of `instance` just declared (saves a status read)."""
         with self._lock:
             self._status_objects[instance] = _declared_refs(resources)
@@ -155,7 +156,7 @@ class SelfHeal:
     def _load_declared(self, instances: list[str]) -> dict[str, set[ObjectRef]]:
         statuses = self.runtime.store.many_statuses([split_instance(i) for i in instances])
         return {
-            i: _declared_refs((found or {}).get("resources") or [])
+            i: _declared_refs(found.resources if found is not None else ())
             for i, found in zip(instances, statuses, strict=True)
         }
 
@@ -291,19 +292,15 @@ class SelfHeal:
             propagate.inject(carrier)
             try:
                 self.runtime.dispatcher.request_sync(
-                    app, cluster, trigger="self-heal", carrier=carrier
+                    app, cluster, trigger=Trigger.SELF_HEAL, carrier=carrier
                 )
             except FleetError as e:
                 log.warning("instance=%s self-heal not requested: %s", instance, e)
         log.info("instance=%s self-heal requested for drift of %s", instance, ", ".join(objects))
 
 
-def _declared_refs(resources: list[dict[str, Any]]) -> set[ObjectRef]:
-    return {
-        ObjectRef(r["group"], r["version"], r["kind"], r["namespace"], r["name"])
-        for r in resources
-        if r.get("action") not in ("pruned", "failed") and r.get("kind")
-    }
+def _declared_refs(resources: Sequence[ResourceRecord]) -> set[ObjectRef]:
+    return {r.ref for r in resources if r.declared and r.kind}
 
 
 def _heals(app: AppRecord) -> bool:

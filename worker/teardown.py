@@ -17,15 +17,16 @@ import dataclasses
 from typing import Any
 
 from fleet.control import backoff
-from fleet.control.keys import NotFound
+from fleet.control.registry.errors import NotFound
+from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
-from fleet.control.routing.owners import instance_key
+from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.pending import Intent
 from fleet.engine import prune
 from fleet.engine.inventory import InventoryStore
 from fleet.errors import FleetError
 from fleet.kube.client import KubeClient
-from fleet.model import ObjectRef
+from fleet.model import Health, ObjectRef, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 from worker.runtime import Runtime
 
@@ -47,10 +48,13 @@ def delete_instance(
     runtime.store.set_status(
         app.name,
         cluster,
-        {"sync_status": "Unknown", "health": "Missing", "deleted": True, "message": message},
+        InstanceStatus(
+            sync_status=SyncStatus.UNKNOWN, health=Health.MISSING, deleted=True, message=message
+        ),
     )
     _remove_when_done(runtime, app)
-    return {"instance": instance_key(app.name, cluster), "result": "deleted", "trace_id": trace_id}
+    instance = instance_key(app.name, cluster)
+    return {"instance": instance, "result": Outcome.DELETED.value, "trace_id": trace_id}
 
 
 def _prune_all(runtime: Runtime, kube: KubeClient, app: str, cluster: str) -> list[ObjectRef]:
@@ -69,34 +73,34 @@ def _prune_all(runtime: Runtime, kube: KubeClient, app: str, cluster: str) -> li
 
 def _status_kinds(runtime: Runtime, app: str, cluster: str) -> set[tuple[str, str]]:
     """(apiVersion, kind) of the objects the last sync reported, for a lost inventory."""
-    resources = (runtime.store.get_status(app, cluster) or {}).get("resources") or []
-    kinds = set()
-    for r in resources:
-        group, version = r.get("group", ""), r.get("version", "")
-        kinds.add((f"{group}/{version}" if group else version, str(r.get("kind", ""))))
+    status = runtime.store.get_status(app, cluster)
+    resources = status.resources if status is not None else ()
+    kinds = {(r.ref.api_version, r.kind) for r in resources}
     return {k for k in kinds if k[0] and k[1]}
 
 
 def _failed(
     runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, error: FleetError
 ) -> dict[str, Any]:
-    message = f"delete failed: {error}"
+    message, instance = f"delete failed: {error}", instance_key(app.name, cluster)
     runtime.store.set_status(
-        app.name, cluster, {"sync_status": "Unknown", "health": "Unknown", "message": message}
+        app.name,
+        cluster,
+        InstanceStatus(sync_status=SyncStatus.UNKNOWN, health=Health.UNKNOWN, message=message),
     )
     policy = app.sync_policy.retry
     if intent.attempt < policy.limit:
         wait = backoff.delay(
             intent.attempt, base=policy.backoff_s, max_delay=policy.max_backoff_s, jitter=0.1
         )
-        again = dataclasses.replace(intent, trigger="delete", attempt=intent.attempt + 1)
-        runtime.dispatcher.defer(instance_key(app.name, cluster), again, delay=wait)
-    return {"instance": instance_key(app.name, cluster), "result": "failed", "error": message}
+        again = dataclasses.replace(intent, trigger=Trigger.DELETE, attempt=intent.attempt + 1)
+        runtime.dispatcher.defer(instance, again, delay=wait)
+    return {"instance": instance, "result": Outcome.FAILED.value, "error": message}
 
 
 def _remove_when_done(runtime: Runtime, app: AppRecord) -> None:
     statuses = runtime.store.log.statuses(app.name)
     clusters = runtime.store.instances(app)
-    if all((statuses.get(c) or {}).get("deleted") for c in clusters):
+    if all((found := statuses.get(c)) is not None and found.deleted for c in clusters):
         with contextlib.suppress(NotFound):  # another instance's worker removed it first
             runtime.store.delete_app(app.name, force=True)

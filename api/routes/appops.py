@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
@@ -23,9 +24,12 @@ from api.appschemas import RollbackIn, SyncIn
 from api.auth import Principal, authorize
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.routes.apps import not_deleting, visible_app
-from api.syncs import Enqueued, blocked_reason, request_syncs
+from api.syncs import Enqueued, request_syncs
+from api.views import HistoryView, history_view
+from fleet.control.policy import blocked_reason
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
+from fleet.model import Trigger
 
 log = logging.getLogger("api.apps")
 router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
@@ -56,11 +60,16 @@ def sync_app(
     record = visible_app(store, principal, name)
     not_deleting(record)
     clusters = targets(store, record, body.cluster)
-    reason = "" if body.dry_run else blocked_reason(record, "manual")
+    reason = "" if body.dry_run else blocked_reason(record, Trigger.MANUAL, datetime.now(UTC))
     if reason:
         raise HTTPException(409, reason)
     enqueued = request_syncs(
-        dispatcher, record, clusters, trigger="manual", revision=body.revision, dry_run=body.dry_run
+        dispatcher,
+        record,
+        clusters,
+        trigger=Trigger.MANUAL,
+        revision=body.revision,
+        dry_run=body.dry_run,
     )
     store.log.set_operation(
         name,
@@ -88,7 +97,7 @@ def diff_app(
 ) -> dict[str, Any]:
     record = visible_app(store, principal, name)
     clusters = targets(store, record, cluster)
-    enqueued = request_syncs(dispatcher, record, clusters, trigger="diff", dry_run=True)
+    enqueued = request_syncs(dispatcher, record, clusters, trigger=Trigger.DIFF, dry_run=True)
     deadline = time.monotonic() + settings.diff_timeout_s
     found = []
     for target, ref in enqueued.refs:
@@ -123,10 +132,10 @@ def app_history(
     principal: Principal,
     cluster: str | None = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 50,
-) -> dict[str, Any]:
+) -> HistoryView:
     record = visible_app(store, principal, name)
     clusters = [cluster] if cluster else store.instances(record)
-    return {"app": name, "clusters": {c: store.log.history(name, c, limit) for c in clusters}}
+    return history_view(store, name, clusters, limit)
 
 
 @router.post("/{name}/rollback", status_code=202)
@@ -136,7 +145,7 @@ def rollback_app(
     record = visible_app(store, principal, name)
     not_deleting(record)
     clusters = targets(store, record, body.cluster)
-    reason = blocked_reason(record, "manual")
+    reason = blocked_reason(record, Trigger.MANUAL, datetime.now(UTC))
     if reason:
         raise HTTPException(409, reason)
     paused = record.sync_policy.automated
@@ -144,7 +153,7 @@ def rollback_app(
         policy = replace(record.sync_policy, automated=False)
         record = store.put_app(replace(record, sync_policy=policy), create=False)
     enqueued = request_syncs(
-        dispatcher, record, clusters, trigger="rollback", revision=body.revision
+        dispatcher, record, clusters, trigger=Trigger.ROLLBACK, revision=body.revision
     )
     store.log.set_operation(
         name,

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import JSONResponse
 
 from api.appschemas import AppIn
 from api.auth import Principal, authorize, can_see, require_project
-from api.deps import OptionalDispatcherDep, StoreDep
+from api.deps import DispatcherDep, StoreDep
 from api.syncs import request_syncs
-from api.views import app_view, summary
+from api.views import AppSummary, AppView, app_view, summary
 from fleet.control.policy import check_app_allowed
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import InUse, InvalidReference, NotFound, Store
+from fleet.model import Trigger
 
 log = logging.getLogger("api.apps")
 router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
@@ -59,7 +59,7 @@ def check_allowed(store: Store, record: AppRecord) -> None:
 
 
 @router.post("", status_code=201)
-def create_app(body: AppIn, store: StoreDep, principal: Principal) -> dict[str, Any]:
+def create_app(body: AppIn, store: StoreDep, principal: Principal) -> AppView:
     require_project(principal, body.project)
     record = body.record()
     check_allowed(store, record)
@@ -71,19 +71,19 @@ def create_app(body: AppIn, store: StoreDep, principal: Principal) -> dict[str, 
 @router.get("")
 def list_apps(
     store: StoreDep, principal: Principal, project: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[AppSummary]:
     apps = [a for a in store.list_apps() if can_see(principal, a.project)]
     clusters = store.list_clusters()
     return [summary(store, a, clusters) for a in apps if project in (None, a.project)]
 
 
 @router.get("/{name}")
-def get_app(name: str, store: StoreDep, principal: Principal) -> dict[str, Any]:
+def get_app(name: str, store: StoreDep, principal: Principal) -> AppView:
     return app_view(store, visible_app(store, principal, name))
 
 
 @router.put("/{name}")
-def replace_app(name: str, body: AppIn, store: StoreDep, principal: Principal) -> dict[str, Any]:
+def replace_app(name: str, body: AppIn, store: StoreDep, principal: Principal) -> AppView:
     """Replace the spec. Credentials left out are kept; `"credentials": null` removes them."""
     if body.name != name:
         raise HTTPException(422, f"name: {body.name} does not match the URL's {name}")
@@ -103,7 +103,7 @@ def delete_app(
     name: str,
     store: StoreDep,
     principal: Principal,
-    dispatcher: OptionalDispatcherDep,
+    dispatcher: DispatcherDep,
     cascade: bool = True,
     force: bool = False,
 ) -> JSONResponse:
@@ -116,12 +116,8 @@ def delete_app(
         store.delete_app(name, force=True)
         log.info("app %s deleted by %s (objects left in place)", name, principal.name)
         return JSONResponse({"app": name, "deleted": True, "jobs": []})
-    if dispatcher is None:
-        raise HTTPException(
-            503, "cannot prune: the dispatcher (fleet.control.routing.dispatch) is missing"
-        )
     record = store.mark_deleting(name)
-    enqueued = request_syncs(dispatcher, record, clusters, trigger="delete")
+    enqueued = request_syncs(dispatcher, record, clusters, trigger=Trigger.DELETE)
     operation = {"kind": "delete", "cascade": True, "by": principal.name}
     store.log.set_operation(name, {**operation, "trace_id": enqueued.trace_id})
     log.info("app %s deleting with cascade by %s", name, principal.name)

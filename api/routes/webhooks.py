@@ -26,6 +26,7 @@ import hmac
 import json
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -33,12 +34,14 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
-from api.syncs import blocked_reason, request_syncs
-from fleet.control.policy import normalize_repo
+from api.syncs import request_syncs
+from fleet.control.policy import blocked_reason
 from fleet.control.pushes import Push, PushLog, Specs, changed_paths, unaffected
+from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
+from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.store import Store
-from fleet.control.routing.owners import instance_key
+from fleet.model import Trigger
 
 log = logging.getLogger("api.webhooks")
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -102,7 +105,7 @@ def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, 
         if not due:
             unchanged.append(app.name)
             continue
-        enqueued = request_syncs(dispatcher, app, due, trigger="webhook", revision=pushed)
+        enqueued = request_syncs(dispatcher, app, due, trigger=Trigger.WEBHOOK, revision=pushed)
         triggered.append(app.name)
         jobs += [{"app": app.name, **job} for job in enqueued.jobs()]
     log.info(
@@ -170,7 +173,7 @@ def _skip_reason(app: AppRecord, clusters: list[str]) -> str:
         return "automated sync is off; sync it by hand"
     if not clusters:
         return "targets no registered cluster"
-    return blocked_reason(app, "webhook")
+    return blocked_reason(app, Trigger.WEBHOOK, datetime.now(UTC))
 
 
 @router.post("/git")

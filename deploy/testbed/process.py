@@ -1,4 +1,8 @@
-"""Start, watch and stop the testbed's processes, identified by pid and checked by command line."""
+"""Start, watch and stop the testbed's processes, identified by pid and checked by command line.
+
+`wait_for` is also the project's one polling helper: the benchmark (`loadtest`) and the tests
+wait with it too, each raising its own error on timeout.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from deploy.testbed.errors import StartError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -103,23 +109,46 @@ def start(
 
 
 def wait_for(
-    check: Callable[[], bool], *, what: str, watched: Sequence[Proc], timeout: float
-) -> None:
-    """Poll `check` until it is true; fail early, with its log, when a watched process exits."""
+    check: Callable[[], T],
+    *,
+    what: str,
+    timeout: float,
+    watched: Sequence[Proc] = (),
+    period: float | Callable[[], float] = 0.2,
+    error: Callable[[str], Exception] | None = StartError,
+) -> T:
+    """Call `check` every `period` seconds until it returns something truthy, and return that.
+
+    A process in `watched` that exits first fails the wait at once with StartError and the end
+    of its log. When `timeout` seconds pass first, `error(message)` is raised, or, with
+    `error=None`, the last (falsy) result is returned, for a wait that may end either way.
+    `period` may be a function, for a pace that changes as the wait goes on.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        for proc in watched:
-            if not proc.is_running():
-                raise StartError(
-                    f"{proc.component} of {proc.cluster or 'the testbed'} exited during start "
-                    f"(log: {proc.log}); last lines:\n{proc.log_tail()}"
-                )
-        if check():
-            return
+        _fail_if_exited(watched)
+        result = check()
+        if result:
+            return result
         if time.monotonic() > deadline:
-            logs = ", ".join(p.log for p in watched)
-            raise StartError(f"timed out after {timeout:.0f}s waiting for {what} (logs: {logs})")
-        time.sleep(0.2)
+            if error is None:
+                return result
+            raise error(_timed_out(what, timeout, watched))
+        time.sleep(period() if callable(period) else period)
+
+
+def _fail_if_exited(watched: Sequence[Proc]) -> None:
+    for proc in watched:
+        if not proc.is_running():
+            raise StartError(
+                f"{proc.component} of {proc.cluster or 'the testbed'} exited during start "
+                f"(log: {proc.log}); last lines:\n{proc.log_tail()}"
+            )
+
+
+def _timed_out(what: str, timeout: float, watched: Sequence[Proc]) -> str:
+    logs = f" (logs: {', '.join(p.log for p in watched)})" if watched else ""
+    return f"timed out after {timeout:g}s waiting for {what}{logs}"
 
 
 def stop(procs: Sequence[Proc], *, grace: float) -> list[Proc]:
@@ -127,9 +156,13 @@ def stop(procs: Sequence[Proc], *, grace: float) -> list[Proc]:
     alive = [p for p in procs if p.is_running()]
     for proc in alive:
         _signal(proc, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(p.is_running() for p in alive):
-        time.sleep(0.1)
+    wait_for(
+        lambda: not any(p.is_running() for p in alive),
+        what="the processes to exit",
+        timeout=grace,
+        period=0.1,
+        error=None,
+    )
     killed = [p for p in alive if p.is_running()]
     for proc in killed:
         _signal(proc, signal.SIGKILL)
@@ -154,6 +187,10 @@ def reap(procs: Sequence[Proc]) -> None:
 
 
 def _wait_gone(proc: Proc, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while proc.is_running() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        lambda: not proc.is_running(),
+        what=f"{proc.component} to exit",
+        timeout=timeout,
+        period=0.05,
+        error=None,
+    )

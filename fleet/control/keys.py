@@ -1,75 +1,84 @@
-"""The registry's Redis keys, its errors, and the one transaction helper every write goes through.
+"""Every Redis key gitfleet writes and every rq queue it names, built here and nowhere else.
 
-Keys are spelled here and nowhere else (rq's scattered key building is the habit to avoid), so a
-reader sees the whole layout at once:
+Each key comes from one template below (rq's scattered key building is the habit to avoid), so
+a reader sees the whole layout at once. `<p>` is the prefix (GITFLEET_PREFIX, `gitfleet` by
+default), so several fleets or tests can share one Redis.
+
+The registry (`fleet.control.registry`):
 
     <p>:clusters, <p>:projects, <p>:apps      sets of names (the indexes)
     <p>:cluster:<name>, :project:, :app:       JSON records (`fleet.control.registry.records`)
     <p>:cluster-credentials:<name>             Fernet-encrypted ClusterCredentials
     <p>:app-credentials:<name>                 Fernet-encrypted GitCredentials
+    <p>:registry:generation                    bumped by every registry write, see
+                                               `fleet.control.registry.transact`
+    <p>:secret-key                             the Fernet key made when GITFLEET_SECRET_KEY is
+                                               unset (`fleet.control.registry.secrets`)
+    <p>:tokens, <p>:token:<sha256>             token name -> digest, digest -> TokenRecord
+    <p>:bootstrap-token-generated              set once the first start generated an admin token
     <p>:status:<app>                           hash cluster -> status JSON (written by workers)
     <p>:history:<app>:<cluster>                list of sync records, newest first
     <p>:operation:<app>                        last operation requested through the API
-    <p>:tokens, <p>:token:<sha256>             token name -> digest, digest -> TokenRecord
-    <p>:stats:<name>                           counters and histogram buckets for /metrics
-    <p>:registry:generation                    bumped by every registry write (see `transact`)
+    <p>:stats:syncs                            hash result -> count, for /metrics
+    <p>:stats:duration:sync                    histogram of whole syncs: bucket upper bound ->
+    <p>:stats:duration:stage:<stage>           count, plus `sum` and `count`; one per stage
+
+Pushes (`fleet.control.pushes`):
+
+    <p>:synced:<repo>                          hash instance -> what it last matched
+    <p>:pushes:<repo>:<ref>                    list of recent pushes with their changed files
+
+Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
+
+    <p>:workers                                sorted set worker -> deadline (ms), live workers
+    <p>:worker:<name>                          a live worker's metadata (JSON), with its TTL
+    <p>:lease:<app@cluster>                    holder of an instance's lease, with its TTL
+    <p>:pending                                set of instances with a pending sync
+    <p>:pending:<app@cluster>                  hash: the instance's pending sync
+    <p>:deferred, <p>:deferred-intents         sorted set instance -> due time, hash -> intent
+    <p>:scheduler:lease:<name>                 the scheduler lock (`coordinator`), a lease
+    <p>:scheduler:last                         hash instance -> when an interval sync was asked
+    <p>:scheduler:blocked                      hash instance -> why a sync window blocks it
+
+The worker (`worker.journal`):
+
+    <p>:journal                                list of the syncs each worker ran
+
+rq queues (`Queues`):
+
+    <p>-shard-<worker>                         one queue per live worker, its shard's jobs
+
+A queue name is not a key: rq builds its own keys from it (`rq:queue:<queue>`, `rq:wip:<queue>`
+and the other registries, `rq:job:<id>` for each job), so those follow rq's layout, not ours.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
-
-from redis import Redis, WatchError
-from redis.client import Pipeline
-
-from fleet.errors import Fault, FleetError
-
-_ATTEMPTS = 5
-
-
-class StoreError(FleetError):
-    stage = "store"
-    fault = Fault.USER
-
-
-class NotFound(StoreError):
-    """No record with that name."""
-
-
-class AlreadyExists(StoreError):
-    """A record with that name is registered already."""
-
-
-class InUse(StoreError):
-    """Deleting the record would strand the applications that use it."""
-
-
-class InvalidReference(StoreError):
-    """The record names something that does not exist (a project, a cluster, an app)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-class Conflict(StoreError):
-    """Concurrent writes kept changing the registry; retrying the request helps."""
-
-    retryable = True
-
 
 class Keys:
-    """Every Redis key the registry uses, from one prefix."""
+    """Every Redis key, from one prefix: attributes for fixed keys, methods for the others."""
 
     def __init__(self, prefix: str = "gitfleet") -> None:
         self.p = prefix
+        self.pattern = f"{prefix}:*"  # a SCAN pattern that matches every key below
         self.generation = f"{prefix}:registry:generation"
         self.clusters = f"{prefix}:clusters"
         self.projects = f"{prefix}:projects"
         self.apps = f"{prefix}:apps"
+        self.secret_key = f"{prefix}:secret-key"
         self.tokens = f"{prefix}:tokens"
         self.bootstrap = f"{prefix}:bootstrap-token-generated"
+        self.sync_counts = f"{prefix}:stats:syncs"
+        self.sync_durations = f"{prefix}:stats:duration:sync"
+        self.workers = f"{prefix}:workers"
+        self.pending_index = f"{prefix}:pending"
+        self.deferred = f"{prefix}:deferred"
+        self.deferred_intents = f"{prefix}:deferred-intents"
+        self.scheduler_last = f"{prefix}:scheduler:last"
+        self.scheduler_blocked = f"{prefix}:scheduler:blocked"
+        self.journal = f"{prefix}:journal"
+
+    # -- the registry -------------------------------------------------------------------------
 
     def cluster(self, name: str) -> str:
         return f"{self.p}:cluster:{name}"
@@ -86,6 +95,9 @@ class Keys:
     def app_credentials(self, name: str) -> str:
         return f"{self.p}:app-credentials:{name}"
 
+    def token(self, digest: str) -> str:
+        return f"{self.p}:token:{digest}"
+
     def status(self, app: str) -> str:
         return f"{self.p}:status:{app}"
 
@@ -94,6 +106,12 @@ class Keys:
 
     def operation(self, app: str) -> str:
         return f"{self.p}:operation:{app}"
+
+    def stage_durations(self, stage: str) -> str:
+        """The histogram of one sync stage; `stage_durations("*")` is a SCAN pattern for all."""
+        return f"{self.p}:stats:duration:stage:{stage}"
+
+    # -- pushes -------------------------------------------------------------------------------
 
     def synced(self, repo: str) -> str:
         """instance -> what it last matched, for the apps on `repo` (`fleet.control.pushes`)."""
@@ -104,37 +122,33 @@ class Keys:
         (`fleet.control.pushes`)."""
         return f"{self.p}:pushes:{repo}:{ref}"
 
-    def token(self, digest: str) -> str:
-        return f"{self.p}:token:{digest}"
+    # -- routing and the scheduler ------------------------------------------------------------
 
-    def stats(self, name: str) -> str:
-        """`syncs` (hash result -> count), `duration:sync` and `duration:stage:<stage>`
-        (histogram: bucket upper bound -> count, plus `sum` and `count`)."""
-        return f"{self.p}:stats:{name}"
+    def worker(self, name: str) -> str:
+        return f"{self.p}:worker:{name}"
+
+    def lease(self, instance: str) -> str:
+        return f"{self.p}:lease:{instance}"
+
+    def pending(self, instance: str) -> str:
+        return f"{self.p}:pending:{instance}"
+
+    def scheduler_lease(self, name: str) -> str:
+        return f"{self.p}:scheduler:lease:{name}"
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+class Queues:
+    """The rq queue names, from the same prefix: one queue per worker, for its shard."""
 
+    def __init__(self, prefix: str = "gitfleet") -> None:
+        self.p = prefix
+        self._shard = f"{prefix}-shard-"
+        self.rq_pattern = f"rq:*{self._shard}*"  # a SCAN pattern for rq's keys of these queues
 
-def transact(
-    redis: Redis, keys: Keys, check: Callable[[], None], write: Callable[[Pipeline], None]
-) -> None:
-    """Run `check`, then `write` and a generation bump in one MULTI/EXEC; re-run on a race.
+    def shard(self, worker: str) -> str:
+        """The queue `worker` takes its jobs from."""
+        return f"{self._shard}{worker}"
 
-    `check` reads through the ordinary client after the WATCH, so any registry write that lands
-    between the check and EXEC bumps the generation and makes EXEC refuse the whole write.
-    """
-    for _ in range(_ATTEMPTS):
-        with redis.pipeline() as pipe:
-            try:
-                pipe.watch(keys.generation)  # type: ignore[no-untyped-call]
-                check()
-                pipe.multi()
-                write(pipe)
-                pipe.incr(keys.generation)
-                pipe.execute()
-                return
-            except WatchError:
-                continue
-    raise Conflict("the registry kept changing while this request ran; retry it")
+    def worker_of(self, queue: str) -> str:
+        """The worker whose queue `queue` is."""
+        return queue.removeprefix(self._shard)

@@ -7,50 +7,29 @@ project can be narrowed later, and what a repository renders is only known at sy
 (`allowed_namespaces`, `allowed_cluster_kinds`), and the engine refuses any rendered object
 outside them before it writes anything (`fleet.engine.plan.prepare.check_boundaries`).
 
-Repository URLs are compared in a normal form (`normalize_repo`): host and path, lower case,
-without scheme, credentials, default port, trailing slash or `.git`, so the HTTPS and SSH clone
-URLs of one repository, as a push webhook reports them, name the same thing.
+Repository URLs are compared in their normal form (`fleet.control.registry.repos`), so the
+HTTPS and SSH clone URLs of one repository match the same source globs.
+
+`blocked_reason` applies the app's sync windows (`fleet.control.windows`) to one trigger: the
+API asks it before enqueueing a manual sync or a webhook's, the worker again before it syncs.
 
 Pure: no Redis, no clock, no logging.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+from datetime import datetime
 from fnmatch import fnmatchcase
-from urllib.parse import urlsplit
 
 from fleet.control.registry.records import AppRecord, ProjectRecord
+from fleet.control.registry.repos import normalize_repo
+from fleet.control.windows import evaluate
 from fleet.engine.contract import SyncRequest
 from fleet.engine.diff.compare import IgnoreRules
-from fleet.engine.render.stage import RenderParams
+from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
-
-_SCP_LIKE = re.compile(r"^(?:[\w.+-]+@)?([\w.-]+):(?!//)(.+)$")
-_DEFAULT_PORTS = {22, 80, 443, 9418}
-
-
-def normalize_repo(url: str) -> str:
-    """`https://u:p@GitHub.com/org/repo.git/`, `git@github.com:org/repo`: github.com/org/repo"""
-    text = url.strip()
-    scp = _SCP_LIKE.match(text) if "://" not in text else None
-    if scp:
-        host, path = scp.group(1), scp.group(2)
-    elif "://" not in text and not text.startswith("/"):
-        host, _, path = text.partition("/")  # already host/path, as in a project glob
-    else:
-        parts = urlsplit(text)
-        host, path = parts.hostname or "", parts.path
-        if parts.port and parts.port not in _DEFAULT_PORTS:
-            host = f"{host}:{parts.port}"
-    path = path.strip("/").removesuffix(".git").rstrip("/")
-    return f"{host}/{path}".lower() if host else f"/{path}".lower()
-
-
-def has_credentials(url: str) -> bool:
-    """Whether a URL carries a password or token (`https://user:secret@host/...`)."""
-    return "://" in url and bool(urlsplit(url).password)
+from fleet.model import Trigger
 
 
 def repo_allowed(project: ProjectRecord, repo: str) -> bool:
@@ -98,7 +77,7 @@ def request_for(
     project: ProjectRecord,
     cluster: str,
     *,
-    trigger: str,
+    trigger: Trigger,
     revision: str | None = None,
     dry_run: bool = False,
     credentials: GitCredentials | None = None,
@@ -122,6 +101,14 @@ def request_for(
         allowed_namespaces=allowed_namespaces(project, cluster),
         trigger=trigger,
     )
+
+
+def blocked_reason(app: AppRecord, trigger: Trigger, now: datetime) -> str:
+    """Why the app's sync windows block a `trigger` sync at `now`; "" when they do not. An
+    automated trigger needs the windows to allow automated syncs, any other manual ones."""
+    verdict = evaluate(app.sync_policy.sync_windows, app.name, now)
+    allowed = verdict.automated_allowed if trigger.automated else verdict.manual_allowed
+    return "" if allowed else verdict.reason
 
 
 def _render_params(app: AppRecord) -> RenderParams:

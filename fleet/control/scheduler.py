@@ -34,14 +34,16 @@ from opentelemetry import propagate
 from redis.typing import EncodableT, FieldT
 
 from fleet.control.backoff import next_due
+from fleet.control.keys import Keys
+from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
-from fleet.control.routing.owners import instance_key
 from fleet.control.routing.sharding import NoWorkers
 from fleet.control.windows import evaluate
 from fleet.errors import FleetError
+from fleet.model import Trigger
 from fleet.telemetry import spans as telemetry
 
 log = logging.getLogger("gitfleet.scheduler")
@@ -78,10 +80,10 @@ class Scheduler:
         self.lock_ttl = lock_ttl
         self.recover_grace = recover_grace
         self.holder = holder or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
-        prefix = dispatcher.prefix
-        self.lock = Lease(store.redis, key_prefix=f"{prefix}:scheduler")
-        self.last_key = f"{prefix}:scheduler:last"
-        self.blocked_key = f"{prefix}:scheduler:blocked"
+        keys = Keys(dispatcher.prefix)
+        self.lock = Lease(store.redis, keys.scheduler_lease)
+        self.last_key = keys.scheduler_last
+        self.blocked_key = keys.scheduler_blocked
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -142,7 +144,7 @@ class Scheduler:
                 propagate.inject(carrier)
                 try:
                     self.dispatcher.request_sync(
-                        app.name, cluster, trigger="interval", carrier=carrier
+                        app.name, cluster, trigger=Trigger.INTERVAL, carrier=carrier
                     )
                 except NoWorkers:
                     raise

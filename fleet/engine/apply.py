@@ -8,6 +8,12 @@ refuses, before anything is written. Objects whose API does not exist yet (a cus
 a CRD in the same sync) or whose namespace this sync creates cannot be dry-run and are
 validated when applied.
 
+`diff_live` is stage 4 of a sync on top of that: it reads the live objects, refuses every object
+another application tracks (one OwnershipConflict naming them all), finds the namespace to
+create first, decides, leaves alone an object whose self-heal is paused by annotation unless a
+person asked for the sync, and validates; it returns the decisions with the stage's
+`StageReport`.
+
 An immutable-field error recreates the object only when it opts in with
 `gitfleet.io/sync-options: Replace=true` (or Argo CD's annotation); otherwise the error names
 the field and the option. The per-cluster concurrency limit is the client's connection pool.
@@ -19,13 +25,15 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from fleet.engine.contract import ResourceResult, SyncRequest
 from fleet.engine.diff import compare as diff
 from fleet.engine.plan import tracking
-from fleet.errors import ApplyError, FleetError, KubeApiError
+from fleet.engine.report import StageReport
+from fleet.errors import ApplyError, FleetError, KubeApiError, OwnershipConflict
 from fleet.kube.client import KubeClient
-from fleet.model import Action, Manifest, ObjectRef
+from fleet.model import Action, Health, Manifest, ObjectRef
 
 LIST_THRESHOLD = 4  # objects of one kind in one namespace above which a LIST beats GETs
 REPLACE_HINT = "Set gitfleet.io/sync-options: Replace=true to recreate it."
@@ -173,6 +181,94 @@ class Applier:
         live = self.kube.apply(decision.desired, force=self.force)
         self.writes += 1
         return live
+
+
+# -- stage 4 of a sync: the desired objects against the live ones ------------------------------
+
+
+@dataclass(frozen=True)
+class LiveDiff:
+    """Stage 4's answer: what to do with each object, and the namespace to create first."""
+
+    report: StageReport
+    decisions: dict[ObjectRef, Decision] = field(default_factory=dict)
+    create_namespace: str = ""
+
+
+def diff_live(request: SyncRequest, applier: Applier, resources: Sequence[Manifest]) -> LiveDiff:
+    """Compare `resources` with the cluster and decide (see the module docstring). The report
+    carries the OwnershipConflict instead of raising it; an ApplyError from validation is
+    raised."""
+    kube = applier.kube
+    refs = [ObjectRef.of(o) for o in resources]
+    servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
+    live = applier.fetch_live(refs, servable)
+    if conflicts := _ownership_conflicts(request.app, live):
+        return LiveDiff(conflicts)
+    declared = {r.name for r, o in live.items() if r.kind == "Namespace" and o is None}
+    create = _namespace_to_create(request, kube, live, declared)
+    new_namespaces = declared | ({create} if create else set())
+    items = [
+        (obj, live[ref], ref in servable and ref.namespace not in new_namespaces)
+        for obj, ref in zip(resources, refs, strict=True)
+    ]
+    decisions = applier.decide_all(items, request.ignore)
+    paused = not request.trigger.by_person and _respect_self_heal_pause(decisions)
+    Applier.validate_all(decisions)
+    report = StageReport(compared=True, undone=paused)
+    return LiveDiff(report, {d.ref: d for d in decisions}, create)
+
+
+def _respect_self_heal_pause(decisions: list[Decision]) -> bool:
+    """Leave alone a live object annotated `gitfleet.io/self-heal: "false"` (someone is
+    debugging it); called only when no person asked for the sync, since a person's sync still
+    applies it. Returns whether any drift was left in place."""
+    paused = False
+    for d in decisions:
+        if d.apply and d.live is not None and tracking.is_self_heal_disabled(d.live):
+            d.apply, d.dry_run_error, d.replace = False, "", False
+            d.skip_reason = 'self-heal paused by annotation gitfleet.io/self-heal: "false"'
+            paused = True
+    return paused
+
+
+def _ownership_conflicts(app: str, live: dict[ObjectRef, Manifest | None]) -> StageReport | None:
+    """The objects another application tracks, each failed, and the error naming them all."""
+    conflicts = []
+    for ref, obj in live.items():
+        owner = tracking.owner_of(obj) if obj is not None else None
+        if owner and owner != app:
+            conflicts.append((ref, owner))
+    if not conflicts:
+        return None
+    return StageReport(
+        resources=tuple(
+            ResourceResult(ref, 0, Action.FAILED, Health.UNKNOWN, f"tracked by app {owner}")
+            for ref, owner in conflicts
+        ),
+        error=OwnershipConflict(
+            "objects owned by another application were not applied: "
+            + "; ".join(f"{ref} is tracked by app {owner}" for ref, owner in conflicts)
+        ),
+    )
+
+
+def _namespace_to_create(
+    request: SyncRequest,
+    kube: KubeClient,
+    live: dict[ObjectRef, Manifest | None],
+    declared: set[str],
+) -> str:
+    """The app's namespace, when the request asks to create it and it neither exists nor is
+    declared in the render; else ""."""
+    target = request.namespace
+    if not request.create_namespace or target in declared:
+        return ""
+    ns_ref = ObjectRef("", "v1", "Namespace", "", target)
+    return target if ns_ref not in live and kube.get(ns_ref) is None else ""
+
+
+# -- errors -----------------------------------------------------------------------------------
 
 
 def _is_immutable(e: KubeApiError) -> bool:

@@ -1,4 +1,5 @@
-"""The warm state a sync reuses: git objects and renders (and, in workers, more to come).
+"""The warm state a sync reuses: git objects and renders (and, in workers, the watches' index
+of labelled objects that prune reads instead of listing).
 
 One-shot commands keep it on disk under GITFLEET_CACHE_DIR (default ~/.cache/gitfleet), so a
 second `gitfleet sync` of an unchanged app fetches nothing new and renders nothing.
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.engine.prune import LabelledIndex
-from fleet.engine.render.stage import Renderer
+from fleet.engine.render.cache import Renderer
 from fleet.engine.source.cache import SourceCache
 
 

@@ -2,8 +2,8 @@
 callers.
 
 The CLI, the worker and the benchmark build a `SyncRequest`; `fleet.engine.sync.run` returns a
-`SyncResult` whose JSON form (`to_json`) is what `gitfleet sync -o json` prints and what the
-coordinator stores as the last sync record.
+`SyncResult` whose JSON form (`to_json`) is what `gitfleet sync -o json` prints; the coordinator's
+sync records carry the same fields and a few more (`fleet.control.registry.syncrecords`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from fleet.engine.diff.compare import IgnoreRules
-from fleet.engine.render.stage import RenderParams
+from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
-from fleet.model import Action, Health, ObjectRef, SyncStatus
+from fleet.model import Action, Health, ObjectRef, SyncStatus, Trigger
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class SyncRequest:
     prune_kinds_allowed: frozenset[str] = frozenset()
     allowed_cluster_kinds: frozenset[str] | None = None
     allowed_namespaces: tuple[str, ...] | None = None
-    trigger: str = "manual"
+    trigger: Trigger = Trigger.MANUAL
     fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
 
 

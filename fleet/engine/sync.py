@@ -1,9 +1,13 @@
 """One sync of one application to one cluster, stage by stage.
 
-`run` reads like the design's stage list: 1 source, 2 render, 3 order, 4 diff (with ownership
-and validation), 5 apply wave by wave with health gates, 6 prune, 7 record. Every stage is a
-child span of the sync's root span. A failure anywhere becomes a `SyncResult` with the error
-and its stage; nothing is written when the failure comes before the apply stage.
+`run` follows the design's stage list, numbered as in `_stages`: 1 source, 2 render, 3 order,
+4 diff (with ownership and validation), 5 apply wave by wave with health gates, 6 prune,
+7 record. Every stage is a child span of the sync's root span. A failure anywhere becomes a
+`SyncResult` with the error and its stage; nothing is written when the failure comes before the
+apply stage.
+
+Stages return a `StageReport` of what they did (`fleet.engine.report`); this module keeps the
+reports in order, with each stage's duration, and folds them into the `SyncResult` at the end.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -19,23 +23,23 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from fleet.engine import prune
-from fleet.engine.apply import Applier, Decision
+from fleet.engine.apply import Applier, Decision, diff_live
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
 from fleet.engine.health import assess as health
 from fleet.engine.inventory import InventoryEntry, InventoryStore
-from fleet.engine.plan import order, tracking
+from fleet.engine.plan import order
 from fleet.engine.plan.prepare import Boundaries, crd_scopes, prepare
 from fleet.engine.prune import PrunePlan
-from fleet.engine.syncstate import SyncState
+from fleet.engine.render.cache import RenderResult
+from fleet.engine.report import StageReport, fold, merge_resources
 from fleet.engine.waves import WaveRunner
-from fleet.errors import ApplyError, FleetError, OwnershipConflict
+from fleet.errors import ApplyError, FleetError
 from fleet.kube.client import KubeClient
-from fleet.model import Action, Health, HealthStatus, Manifest, ObjectRef, SyncStatus
+from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 
 Progress = Callable[[str], None]
-DELIBERATE_TRIGGERS = frozenset({"manual", "cli", "rollback"})
 
 
 def run(
@@ -44,31 +48,58 @@ def run(
     """Sync `request` to the cluster behind `kube`; never raises a FleetError."""
     started = datetime.now(UTC)
     attrs = {"app": request.app, "cluster": kube.name, "trigger": request.trigger}
+    ledger = _Ledger()
+    error: FleetError | None = None
     with telemetry.stage("sync", **attrs) as span:
-        state = SyncState(request=request, trace_id=telemetry.trace_id_of(span))
+        trace_id = telemetry.trace_id_of(span)
         applier = Applier(kube, force=request.force_conflicts)
         try:
-            _stages(state, kube, caches, applier, progress)
+            _stages(request, kube, caches, applier, progress, ledger)
         except FleetError as e:
-            state.fail(e)
+            error = e
             telemetry.mark_failed(span, str(e))
         finally:
             applier.close()
-        state.writes += applier.writes
-        span.set_attribute("gitfleet.revision", state.revision)
-        span.set_attribute("gitfleet.outcome", state.outcome())
-    return state.result(started=started, finished=datetime.now(UTC))
+        span.set_attribute("gitfleet.revision", _revision(ledger.reports))
+        span.set_attribute("gitfleet.outcome", f"failed ({error.stage})" if error else "succeeded")
+    return fold(
+        request,
+        ledger.reports,
+        error=error,
+        seconds=ledger.seconds,
+        trace_id=trace_id,
+        started=started,
+        finished=datetime.now(UTC),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ledger:
+    """The reports of one sync's stages in stage order, and how long each stage took."""
+
+    reports: list[StageReport] = dataclasses.field(default_factory=list)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def add(self, report: StageReport) -> None:
+        """Keep a stage's report; if the stage stopped on an error, the sync stops here."""
+        self.reports.append(report)
+        if report.error is not None:
+            raise report.error
 
 
 @contextmanager
-def _stage(state: SyncState, name: str, **attributes: Any) -> Iterator[Span]:
+def _stage(ledger: _Ledger, name: str, **attributes: Any) -> Iterator[Span]:
     """A stage span whose duration also lands in the sync record (for the stage histograms)."""
     started = time.monotonic()
     try:
         with telemetry.stage(name, **attributes) as span:
             yield span
     finally:
-        state.stages[name] = round(time.monotonic() - started, 4)
+        ledger.seconds[name] = round(time.monotonic() - started, 4)
+
+
+def _revision(reports: list[StageReport]) -> str:
+    return next((r.revision for r in reports if r.revision), "")
 
 
 def fingerprint_of(request: SyncRequest, render_key: str) -> str:
@@ -76,7 +107,7 @@ def fingerprint_of(request: SyncRequest, render_key: str) -> str:
     version) and the request's knobs. Equal fingerprints mean the same desired objects."""
     knobs = dataclasses.replace(
         request,
-        trigger="",
+        trigger=Trigger.MANUAL,
         revision="",
         credentials=None,
         dry_run=False,
@@ -108,91 +139,97 @@ def desired_state(request: SyncRequest, *, caches: SyncCaches) -> Desired:
     return Desired(fingerprint_of(request, rendered.cache_key), resolved.commit, rendered.inputs)
 
 
-def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> SyncState:
+@dataclasses.dataclass(frozen=True)
+class Preview:
+    """What a sync would do: the decision for each desired object, and each object's entry as
+    a dry run reports it (including the objects that would need pruning)."""
+
+    decisions: Mapping[ObjectRef, Decision]
+    results: Mapping[ObjectRef, ResourceResult]
+
+
+def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> Preview:
     """Stages 1-4 without writing: what a sync would change. Raises FleetError."""
-    state = SyncState(request=dataclasses.replace(request, dry_run=True, prune=False))
+    ledger = _Ledger()
     applier = Applier(kube, force=request.force_conflicts)
+    dry_run = dataclasses.replace(request, dry_run=True, prune=False)
     try:
-        _stages(state, kube, caches, applier, None)
+        decisions = _stages(dry_run, kube, caches, applier, None, ledger)
     finally:
         applier.close()
-    return state
+    return Preview(decisions, merge_resources(ledger.reports))
 
 
 def _stages(
-    state: SyncState,
+    req: SyncRequest,
     kube: KubeClient,
     caches: SyncCaches,
     applier: Applier,
     progress: Progress | None,
-) -> None:
-    req = state.request
+    ledger: _Ledger,
+) -> dict[ObjectRef, Decision]:
+    """Run the stages, keeping each one's report in `ledger`; return stage 4's decisions."""
     deadline = time.monotonic() + req.timeout
     # 1. source: fetch and pin the revision
-    with _stage(state, "source", repo=req.repo, revision=req.revision) as span:
+    with _stage(ledger, "source", repo=req.repo, revision=req.revision) as span:
         resolved = caches.source.resolve(
             req.repo, req.revision, credentials=req.credentials, max_age=req.fetch_max_age
         )
-        state.revision = resolved.commit
+        ledger.add(StageReport(revision=resolved.commit))
         span.set_attribute("gitfleet.commit", resolved.commit)
     # 2. render: manifests from the app's path (cached by tree id)
-    with _stage(state, "render", path=req.path) as span:
+    with _stage(ledger, "render", path=req.path) as span:
         rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
-        state.rendered = not rendered.cached
-        state.fingerprint = fingerprint_of(req, rendered.cache_key)
-        state.inputs = rendered.inputs
+        ledger.add(_rendered(req, rendered))
         span.set_attributes(
             {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
         )
     # 3. order: namespaces, ownership marks, project boundaries, phases, waves, tiers
-    with _stage(state, "order") as span:
-        objects = _prepare(state, kube, list(rendered.objects))
+    with _stage(ledger, "order") as span:
+        objects = _prepare(req, kube, list(rendered.objects), revision=resolved.commit)
         plan = order.plan(objects)
         span.set_attribute("gitfleet.waves", len(plan.waves))
     inventory_store = InventoryStore(kube)
     inventory = inventory_store.load(req.app)
-    _guard_empty(state, objects, inventory)
+    _guard_empty(req, objects, inventory)
     # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
-    with _stage(state, "diff") as span:
-        decisions = _diff(state, kube, applier, plan, objects)
-        state.diffed = True
+    with _stage(ledger, "diff") as span:
+        diffed = diff_live(req, applier, _compared(plan, objects))
+        ledger.add(diffed.report)
+        decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
     if req.dry_run:
-        state.record_preview(decisions, plan)
-        _prune(
-            state,
-            kube,
-            plan,
-            inventory,
-            deadline=deadline,
-            progress=None,
-            execute=False,
-            index=caches.labelled,
-        )
-        return
+        ledger.add(_would_apply(decisions, plan))
+        pruning = _plan_prune(req, kube, plan, inventory, index=caches.labelled)
+        ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=None, execute=False))
+        return decisions
     # 5. apply: wave by wave, each waiting for health before the next
-    with _stage(state, "apply") as span:
-        WaveRunner(state, kube, applier, decisions, progress=progress).run(plan, deadline=deadline)
+    with _stage(ledger, "apply") as span:
+        waves = WaveRunner(kube, applier, decisions, progress=progress)
+        ledger.add(waves.run(plan, deadline=deadline, create_namespace=diffed.create_namespace))
         span.set_attribute("gitfleet.writes", applier.writes)
     # 6. prune: what this app owned before and no longer declares
-    with _stage(state, "prune", enabled=req.prune) as span:
-        pruned = _prune(
-            state,
-            kube,
-            plan,
-            inventory,
-            deadline=deadline,
-            progress=progress,
-            index=caches.labelled,
-        )
-        span.set_attribute("gitfleet.pruned", len(pruned.delete) if req.prune else 0)
+    with _stage(ledger, "prune", enabled=req.prune) as span:
+        pruning = _plan_prune(req, kube, plan, inventory, index=caches.labelled)
+        ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=progress))
+        span.set_attribute("gitfleet.pruned", len(pruning.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
-    with _stage(state, "record"):
-        _record(state, inventory_store, plan, inventory, pruned)
+    with _stage(ledger, "record"):
+        ledger.add(_record(req, inventory_store, plan, inventory, pruning))
+    return decisions
 
 
-def _prepare(state: SyncState, kube: KubeClient, objects: list[Manifest]) -> list[Manifest]:
-    req = state.request
+def _rendered(req: SyncRequest, rendered: RenderResult) -> StageReport:
+    return StageReport(
+        rendered=not rendered.cached,
+        fingerprint=fingerprint_of(req, rendered.cache_key),
+        inputs=rendered.inputs,
+    )
+
+
+def _prepare(
+    req: SyncRequest, kube: KubeClient, objects: list[Manifest], *, revision: str
+) -> list[Manifest]:
     scopes = crd_scopes(objects)
 
     def scope_of(api_version: str, kind: str) -> bool | None:
@@ -207,137 +244,101 @@ def _prepare(state: SyncState, kube: KubeClient, objects: list[Manifest]) -> lis
         app=req.app,
         namespace=req.namespace,
         scope_of=scope_of,
-        revision=state.revision,
+        revision=revision,
         boundaries=bounds,
     )
 
 
 def _guard_empty(
-    state: SyncState, objects: list[Manifest], inventory: list[InventoryEntry] | None
+    req: SyncRequest, objects: list[Manifest], inventory: list[InventoryEntry] | None
 ) -> None:
-    if objects or not inventory or state.request.allow_empty:
+    if objects or not inventory or req.allow_empty:
         return
     raise ApplyError(
-        f"the render of {state.request.path} is empty but app {state.request.app} owns "
+        f"the render of {req.path} is empty but app {req.app} owns "
         f"{len(inventory)} object(s) in the cluster; refusing to sync so nothing is pruned. "
         "Use --allow-empty if the app should really be empty"
     )
 
 
-def _diff(
-    state: SyncState,
-    kube: KubeClient,
-    applier: Applier,
-    plan: order.SyncPlan,
-    objects: list[Manifest],
-) -> dict[ObjectRef, Decision]:
-    left_out = _hook_refs(plan) | set(plan.skipped)
-    resources = [o for o in objects if ObjectRef.of(o) not in left_out]
-    refs = [ObjectRef.of(o) for o in resources]
-    servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
-    live = applier.fetch_live(refs, servable)
-    _check_ownership(state, live)
-    new_namespaces = _namespaces_to_create(state, kube, resources, live)
-    items = [
-        (obj, live[ref], ref in servable and ref.namespace not in new_namespaces)
-        for obj, ref in zip(resources, refs, strict=True)
-    ]
-    decisions = applier.decide_all(items, state.request.ignore)
-    if state.request.trigger not in DELIBERATE_TRIGGERS:
-        _respect_self_heal_pause(state, decisions)
-    Applier.validate_all(decisions)
-    return {d.ref: d for d in decisions}
-
-
-def _respect_self_heal_pause(state: SyncState, decisions: list[Decision]) -> None:
-    """Automated syncs leave alone a live object annotated `gitfleet.io/self-heal: "false"`
-    (someone is debugging it); a deliberate sync by a person still applies it."""
-    for d in decisions:
-        if d.apply and d.live is not None and tracking.is_self_heal_disabled(d.live):
-            d.apply, d.dry_run_error, d.replace = False, "", False
-            d.skip_reason = 'self-heal paused by annotation gitfleet.io/self-heal: "false"'
-            state.drift_left = True
-
-
-def _check_ownership(state: SyncState, live: dict[ObjectRef, Manifest | None]) -> None:
-    conflicts = []
-    for ref, obj in live.items():
-        owner = tracking.owner_of(obj) if obj is not None else None
-        if owner and owner != state.request.app:
-            conflicts.append((ref, owner))
-    if conflicts:
-        for ref, owner in conflicts:
-            state.add(ref, 0, Action.FAILED, Health.UNKNOWN, f"tracked by app {owner}")
-        raise OwnershipConflict(
-            "objects owned by another application were not applied: "
-            + "; ".join(f"{ref} is tracked by app {owner}" for ref, owner in conflicts)
+def _would_apply(decisions: dict[ObjectRef, Decision], plan: order.SyncPlan) -> StageReport:
+    """A dry run's entry for each desired object: its action and its live health."""
+    waves = {s.ref: s.wave for w in plan.waves for s in w.steps}
+    resources = []
+    for ref, d in decisions.items():
+        message = "would apply" if d.apply else ""
+        status = health.assess(d.live) if d.live else health.assess_missing(ref)
+        entry = ResourceResult(
+            ref, waves.get(ref, 0), d.action, status.health, message or status.message
         )
+        resources.append(entry)
+    return StageReport(resources=tuple(resources), undone=any(d.apply for d in decisions.values()))
 
 
-def _namespaces_to_create(
-    state: SyncState,
-    kube: KubeClient,
-    resources: list[Manifest],
-    live: dict[ObjectRef, Manifest | None],
-) -> set[str]:
-    """Namespaces that do not exist yet: declared in the render, or created on request."""
-    declared = {r.name for r, o in live.items() if r.kind == "Namespace" and o is None}
-    target = state.request.namespace
-    if state.request.create_namespace and target not in declared:
-        ns_ref = ObjectRef("", "v1", "Namespace", "", target)
-        if ns_ref not in live and kube.get(ns_ref) is None:
-            state.create_namespace = target
-            declared.add(target)
-    return declared
-
-
-def _prune(
-    state: SyncState,
+def _plan_prune(
+    req: SyncRequest,
     kube: KubeClient,
     plan: order.SyncPlan,
     inventory: list[InventoryEntry] | None,
     *,
-    deadline: float,
-    progress: Progress | None,
-    execute: bool = True,
     index: prune.LabelledIndex | None = None,
 ) -> PrunePlan:
-
     desired = {s.ref for w in plan.waves for s in w.steps}
     hooks = _hook_refs(plan)
     kinds = {(r.api_version, r.kind) for r in desired if r not in hooks}
     kinds |= {(e.ref.api_version, e.ref.kind) for e in inventory or []}
-    labelled = prune.find_labelled(
-        kube, state.request.app, sorted(kinds), index=index, desired=desired
-    )
+    labelled = prune.find_labelled(kube, req.app, sorted(kinds), index=index, desired=desired)
     live: dict[ObjectRef, Manifest | None] = {
         ObjectRef.of(o): o for o in labelled if ObjectRef.of(o) not in desired
     }
     live.update(
         prune.read_live(kube, inventory=inventory or [], labelled=labelled, desired=desired)
     )
-    pruning = prune.plan(
-        app=state.request.app,
+    return prune.plan(
+        app=req.app,
         inventory=inventory or [],
         labelled=labelled,
         desired=desired,
         live=live,
-        allowed_kinds=state.request.prune_kinds_allowed,
+        allowed_kinds=req.prune_kinds_allowed,
     )
-    for ref, reason in pruning.kept:
-        state.add(ref, 0, Action.SKIPPED, Health.HEALTHY, f"not pruned: {reason}")
-    if not (state.request.prune and execute):
-        for ref, wave in pruning.delete:
-            state.add(ref, wave, Action.SKIPPED, Health.HEALTHY, "requires pruning (use --prune)")
-            state.pending_prune = True
-        return pruning
+
+
+def _prune(
+    req: SyncRequest,
+    kube: KubeClient,
+    pruning: PrunePlan,
+    *,
+    deadline: float,
+    progress: Progress | None,
+    execute: bool = True,
+) -> StageReport:
+    """Delete what `pruning` says when the request allows it (else report what needs --prune)."""
+    kept = tuple(
+        ResourceResult(ref, 0, Action.SKIPPED, Health.HEALTHY, f"not pruned: {reason}")
+        for ref, reason in pruning.kept
+    )
+    if not (req.prune and execute):
+        waiting = tuple(
+            ResourceResult(
+                ref, wave, Action.SKIPPED, Health.HEALTHY, "requires pruning (use --prune)"
+            )
+            for ref, wave in pruning.delete
+        )
+        return StageReport(resources=kept + waiting, undone=bool(waiting))
     outcomes = prune.execute(
         kube, pruning, timeout=max(deadline - time.monotonic(), 1.0), on_progress=progress
     )
-    for outcome in outcomes:
-        state.add(outcome.ref, outcome.wave, Action.PRUNED, Health.MISSING, outcome.message)
-        state.writes += 1
-    return pruning
+    pruned = tuple(
+        ResourceResult(o.ref, o.wave, Action.PRUNED, Health.MISSING, o.message) for o in outcomes
+    )
+    return StageReport(resources=kept + pruned, writes=len(pruned))
+
+
+def _compared(plan: order.SyncPlan, objects: list[Manifest]) -> list[Manifest]:
+    """The objects stage 4 compares with the cluster: all but hooks and skipped objects."""
+    left_out = _hook_refs(plan) | set(plan.skipped)
+    return [o for o in objects if ObjectRef.of(o) not in left_out]
 
 
 def _hook_refs(plan: order.SyncPlan) -> set[ObjectRef]:
@@ -345,29 +346,26 @@ def _hook_refs(plan: order.SyncPlan) -> set[ObjectRef]:
 
 
 def _record(
-    state: SyncState,
+    req: SyncRequest,
     store: InventoryStore,
     plan: order.SyncPlan,
     inventory: list[InventoryEntry] | None,
     pruning: PrunePlan,
-) -> None:
+) -> StageReport:
     entries = {s.ref: s.wave for w in plan.waves for s in w.steps if not s.is_hook}
-    if not state.request.prune:
+    if not req.prune:
         entries.update({ref: wave for ref, wave in pruning.delete})
     new = sorted((InventoryEntry(ref, wave) for ref, wave in entries.items()), key=_entry_key)
     old = sorted(inventory or [], key=_entry_key)
-    if new != old:
-        store.save(state.request.app, new)
-        state.writes += 1
+    if new == old:
+        return StageReport()
+    store.save(req.app, new)
+    return StageReport(writes=1)
 
 
 def _entry_key(entry: InventoryEntry) -> tuple[str, ...]:
     r = entry.ref
     return (r.group, r.kind, r.namespace, r.name, r.version, str(entry.wave))
-
-
-def final_health(statuses: dict[ObjectRef, HealthStatus]) -> Health:
-    return health.worst(statuses.values()) if statuses else Health.HEALTHY
 
 
 __all__ = ["ResourceResult", "SyncResult", "SyncStatus", "run"]

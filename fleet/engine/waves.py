@@ -6,6 +6,9 @@ next wave starts only when every object of this one is settled (Healthy or Suspe
 timeout names every object still waiting. Hooks run every sync: the previous hook object is
 deleted first (BeforeHookCreation, the default) and removed after it succeeds or fails when
 its delete policy says so. When a wave fails, SyncFail hooks run before the error surfaces.
+
+`WaveRunner.run` returns a `StageReport`: each object's action and last known health, the writes
+made, and the error the run stopped on, if any; `fleet.engine.sync` folds it with the others.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from fleet.engine.apply import Applier, Decision
+from fleet.engine.contract import ResourceResult
 from fleet.engine.diff import compare as diff
 from fleet.engine.health.wait import assess_live, wait_healthy
 from fleet.engine.plan.order import Phase, Step, SyncPlan, Wave
-from fleet.engine.syncstate import SyncState
+from fleet.engine.report import StageReport
 from fleet.errors import ApplyError, FleetError
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef
@@ -27,25 +31,40 @@ Progress = Callable[[str], None]
 
 
 class WaveRunner:
+    """One run of a plan's waves; what it did to each object is in `results` as it goes."""
+
     def __init__(
         self,
-        state: SyncState,
         kube: KubeClient,
         applier: Applier,
         decisions: dict[ObjectRef, Decision],
         *,
         progress: Progress | None = None,
     ) -> None:
-        self.state = state
         self.kube = kube
         self.applier = applier
         self.decisions = decisions
         self.progress = progress
         self.live: dict[ObjectRef, Manifest] = {}
+        self.results: dict[ObjectRef, ResourceResult] = {}
 
-    def run(self, plan: SyncPlan, *, deadline: float) -> None:
-        self.state.diffed = True
-        self._create_namespace()
+    def run(self, plan: SyncPlan, *, deadline: float, create_namespace: str = "") -> StageReport:
+        """Create `create_namespace` if named, then apply every wave; never raises a FleetError
+        but reports the one it stopped on, after the objects it reached."""
+        writes_before = self.applier.writes
+        error: FleetError | None = None
+        try:
+            self._create_namespace(create_namespace)
+            self._run_waves(plan, deadline=deadline)
+        except FleetError as e:
+            error = e
+        return StageReport(
+            resources=tuple(self.results.values()),
+            writes=self.applier.writes - writes_before,
+            error=error,
+        )
+
+    def _run_waves(self, plan: SyncPlan, *, deadline: float) -> None:
         try:
             for wave in plan.waves:
                 self._run_wave(wave, deadline=deadline)
@@ -53,8 +72,7 @@ class WaveRunner:
             self._run_sync_fail(plan.sync_fail, deadline=deadline)
             raise
 
-    def _create_namespace(self) -> None:
-        name = self.state.create_namespace
+    def _create_namespace(self, name: str) -> None:
         if name:
             self.applier.apply_one(_namespace_decision(name), deadline=time.monotonic() + 30)
 
@@ -92,19 +110,32 @@ class WaveRunner:
         for decision, live, error in self.applier.apply_many(todo, deadline=deadline):
             wave = waves.get(decision.ref, 0)
             if error is not None:
-                self.state.add(decision.ref, wave, Action.FAILED, _unknown(), str(error))
+                self._add(decision.ref, wave, Action.FAILED, str(error))
                 failures.append(str(error))
                 continue
             self.live[decision.ref] = live or {}
-            self.state.add(decision.ref, wave, decision.action, _unknown(), "")
+            self._add(decision.ref, wave, decision.action, "")
         for d in work:
             if d is not None and not d.apply:
                 self.live[d.ref] = d.live or {}
-                self.state.add(d.ref, waves.get(d.ref, 0), d.action, _unknown(), d.skip_reason)
+                self._add(d.ref, waves.get(d.ref, 0), d.action, d.skip_reason)
         if failures:
             raise ApplyError(
                 f"{len(failures)} object(s) failed to apply:\n  " + "\n  ".join(failures)
             )
+
+    def _add(self, ref: ObjectRef, wave: int, action: Action, message: str) -> None:
+        """An object just applied (or left alone): Progressing until its wave settles."""
+        self.results[ref] = ResourceResult(ref, wave, action, Health.PROGRESSING, message)
+
+    def _update_health(self, ref: ObjectRef, health: Health, message: str) -> None:
+        """The health the wait saw; a failed object stays as it failed, and a skipped one
+        keeps the reason it was skipped."""
+        old = self.results.get(ref)
+        if old is not None and old.action != Action.FAILED:
+            keep = old.action == Action.SKIPPED and old.message
+            text = old.message if keep else message
+            self.results[ref] = ResourceResult(ref, old.wave, old.action, health, text)
 
     def _decision_for(self, step: Step) -> Decision | None:
         if step.is_hook:
@@ -133,12 +164,12 @@ class WaveRunner:
             self._refresh_health(refs)
             raise
         for ref, status in statuses.items():
-            self.state.update_health(ref, status.health, status.message)
+            self._update_health(ref, status.health, status.message)
 
     def _refresh_health(self, refs: Sequence[ObjectRef]) -> None:
         for ref in refs:
             status = assess_live(self.kube.get(ref), ref)
-            self.state.update_health(ref, status.health, status.message)
+            self._update_health(ref, status.health, status.message)
 
     def _cleanup_hooks(self, steps: Sequence[Step], *, succeeded: bool) -> None:
         policy = "HookSucceeded" if succeeded else "HookFailed"
@@ -153,10 +184,6 @@ class WaveRunner:
         for step in steps:
             self._delete_previous_hook(step, deadline=deadline)
         self.applier.apply_many(hooks, deadline=deadline)
-
-
-def _unknown() -> Health:
-    return Health.PROGRESSING
 
 
 def _namespace_decision(name: str) -> Decision:

@@ -21,8 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from api.app import create_app
-from api.deps import optional_dispatcher
+from api.deps import get_dispatcher
 from api.settings import Settings
+from fleet.control.keys import Queues
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
 from fleet.telemetry.sdk import setup_tracing
@@ -61,7 +62,7 @@ class RecordingDispatcher:
     ) -> JobRef:
         call = dict(app=app, cluster=cluster, trigger=trigger, revision=revision, dry_run=dry_run)
         self.calls.append({**call, "carrier": dict(carrier or {})})
-        return JobRef(f"job-{len(self.calls)}", f"gitfleet:shard:{cluster}")
+        return JobRef(f"job-{len(self.calls)}", Queues().shard(cluster))  # a worker per cluster
 
     def wait(self, job: JobRef, timeout: float) -> dict[str, Any] | None:
         self.waited.append((job, timeout))
@@ -101,7 +102,7 @@ def settings_for(url: str, **overrides: Any) -> Settings:
 def api(redis_url: str) -> Iterator[Api]:
     app = create_app(settings_for(redis_url))
     dispatcher = RecordingDispatcher()
-    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
         yield Api(client, dispatcher, app.state.store)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
+from fleet.model import SyncStatus, Trigger
 from tests.api.conftest import Api, add_app, add_cluster
 
 DENY_ALWAYS = {"kind": "deny", "schedule": "* * * * *", "duration": "1h"}
@@ -130,7 +132,14 @@ def test_history_lists_each_instances_sync_records_newest_first(two_clusters: Ap
     api = two_clusters
     selector_app(api)
     for revision in ("r1", "r2", "r3"):
-        api.store.add_history("shop", "east", {"revision": revision, "sync_status": "Synced"})
+        synced = SyncRecord(
+            app="shop",
+            cluster="east",
+            trigger=Trigger.MANUAL,
+            revision=revision,
+            sync_status=SyncStatus.SYNCED,
+        )
+        api.store.add_history("shop", "east", synced)
 
     answer = api.client.get("/api/v1/apps/shop/history", params={"limit": 2}).json()
 
@@ -157,8 +166,12 @@ def test_a_cascading_delete_marks_the_app_deleting_and_asks_for_a_prune(two_clus
 def test_a_delete_without_cascade_removes_the_record_at_once(two_clusters: Api) -> None:
     api = two_clusters
     selector_app(api)
-    api.store.set_status("shop", "east", {"sync_status": "Synced"})
-    api.store.add_history("shop", "east", {"revision": "r1"})
+    api.store.set_status("shop", "east", InstanceStatus(sync_status=SyncStatus.SYNCED))
+    api.store.add_history(
+        "shop",
+        "east",
+        SyncRecord(app="shop", cluster="east", trigger=Trigger.MANUAL, revision="r1"),
+    )
 
     response = api.client.delete("/api/v1/apps/shop", params={"cascade": "false"})
 

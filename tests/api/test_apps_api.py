@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from fleet.control.registry.syncrecords import InstanceStatus, ResourceRecord, SyncRecord
+from fleet.model import Action, Health, SyncStatus, Trigger
 from tests.api.conftest import Api, add_app, add_cluster, app_body
 
 
@@ -168,25 +171,29 @@ def test_app_status_shows_each_instance_with_its_last_sync_trace_and_objects(api
     add_cluster(api, "east", {"env": "prod"})
     add_cluster(api, "west", {"env": "prod"})
     add_app(api, "shop", destination={"clusterSelector": {"env": "prod"}, "namespace": "shop"})
-    resource = {
-        "kind": "Deployment",
-        "namespace": "shop",
-        "name": "cart",
-        "action": "created",
-        "health": "Healthy",
-    }
-    for cluster, health in (("east", "Healthy"), ("west", "Progressing")):
-        last = {
-            "revision": "abc123",
-            "trace_id": f"trace-{cluster}",
-            "finished": "2025-01-01T00:00:00",
-            "resources": [resource],
-        }
-        api.store.set_status(
-            "shop",
-            cluster,
-            {"sync_status": "Synced", "health": health, "revision": "abc123", "last_sync": last},
+    resource = ResourceRecord(
+        group="apps",
+        version="v1",
+        kind="Deployment",
+        namespace="shop",
+        name="cart",
+        action=Action.CREATED,
+        health=Health.HEALTHY,
+    )
+    for cluster, health in (("east", Health.HEALTHY), ("west", Health.PROGRESSING)):
+        last = SyncRecord(
+            app="shop",
+            cluster=cluster,
+            trigger=Trigger.MANUAL,
+            revision="abc123",
+            trace_id=f"trace-{cluster}",
+            finished=datetime(2025, 1, 1),
+            resources=(resource,),
         )
+        status = InstanceStatus(
+            sync_status=SyncStatus.SYNCED, health=health, revision="abc123", last_sync=last
+        )
+        api.store.set_status("shop", cluster, status)
 
     view = api.client.get("/api/v1/apps/shop").json()
 
@@ -196,7 +203,19 @@ def test_app_status_shows_each_instance_with_its_last_sync_trace_and_objects(api
     assert view["last_sync"]["trace_id"] in {"trace-east", "trace-west"}
     east = view["instances"][0]
     assert east["cluster"] == "east" and east["last_sync"]["trace_id"] == "trace-east"
-    assert east["resources"] == [resource]
+    assert east["resources"] == [
+        {
+            "group": "apps",
+            "version": "v1",
+            "kind": "Deployment",
+            "namespace": "shop",
+            "name": "cart",
+            "wave": 0,
+            "action": "created",
+            "health": "Healthy",
+            "message": "",
+        }
+    ]
 
 
 def test_replacing_an_app_without_credentials_keeps_them_and_null_removes_them(api: Api) -> None:

@@ -15,7 +15,7 @@ from fleet.control.registry.records import (
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
 from fleet.kube.client import KubeClient
-from fleet.model import ObjectRef
+from fleet.model import ObjectRef, Trigger
 from tests.conftest import Cluster
 from tests.support.gitrepo import GitRepo
 
@@ -58,7 +58,7 @@ def test_an_app_aimed_at_a_forbidden_namespace_is_refused_at_create_and_again_at
     app = app_for(repo, f"bounded-{namespace}", namespace)
 
     at_create = check_app_allowed(app, project, [cluster.name])
-    request = request_for(app, project, cluster.name, trigger="manual")
+    request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
     result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
 
     assert at_create == [
@@ -96,7 +96,7 @@ def test_every_rendered_object_outside_the_project_is_refused_even_when_the_app_
     app = app_for(repo, f"bounded-{namespace}", namespace)
 
     at_create = check_app_allowed(app, project, [cluster.name])
-    request = request_for(app, project, cluster.name, trigger="manual")
+    request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
     result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
 
     assert at_create == []

@@ -13,10 +13,12 @@ import pytest
 import uvicorn
 
 from api.app import create_app
-from api.deps import optional_dispatcher
+from api.deps import get_dispatcher
 from cli.main import main
 from deploy.testbed.process import free_port
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import InstanceStatus, ResourceRecord, SyncRecord
+from fleet.model import Action, Health, SyncStatus, Trigger
 from tests.api.conftest import ADMIN_TOKEN, RecordingDispatcher, fake_kubeconfig, settings_for
 
 
@@ -36,7 +38,7 @@ class Served:
 def served(redis_url: str) -> Iterator[Served]:
     app = create_app(settings_for(redis_url))
     dispatcher = RecordingDispatcher()
-    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -95,9 +97,25 @@ def test_app_get_json_carries_sync_status_health_revision_trace_and_objects(
 ) -> None:
     add_east(served, capsys, kubeconfig)
     create_shop(served, capsys)
-    resource = {"kind": "Deployment", "namespace": "shop", "name": "cart", "action": "created"}
-    last = {"revision": "abc123", "trace_id": "f" * 32, "resources": [resource]}
-    status = {"sync_status": "Synced", "health": "Healthy", "revision": "abc123", "last_sync": last}
+    resource = ResourceRecord(
+        group="apps",
+        version="v1",
+        kind="Deployment",
+        namespace="shop",
+        name="cart",
+        action=Action.CREATED,
+    )
+    last = SyncRecord(
+        app="shop",
+        cluster="east",
+        trigger=Trigger.MANUAL,
+        revision="abc123",
+        trace_id="f" * 32,
+        resources=(resource,),
+    )
+    status = InstanceStatus(
+        sync_status=SyncStatus.SYNCED, health=Health.HEALTHY, revision="abc123", last_sync=last
+    )
     served.store.set_status("shop", "east", status)
 
     code, out, _ = served.run(capsys, "app", "get", "shop", "-o", "json")
@@ -111,7 +129,19 @@ def test_app_get_json_carries_sync_status_health_revision_trace_and_objects(
         "abc123",
     )
     assert view["last_sync"]["trace_id"] == "f" * 32
-    assert view["instances"][0]["resources"] == [resource]
+    assert view["instances"][0]["resources"] == [
+        {
+            "group": "apps",
+            "version": "v1",
+            "kind": "Deployment",
+            "namespace": "shop",
+            "name": "cart",
+            "wave": 0,
+            "action": "created",
+            "health": "Unknown",
+            "message": "",
+        }
+    ]
     assert "Deployment" in text and "f" * 32 in text
 
 
@@ -122,10 +152,12 @@ def test_app_wait_exits_1_naming_what_it_waits_for_and_0_once_synced_and_healthy
     create_shop(served, capsys)
 
     early, waiting, _ = served.run(capsys, "app", "wait", "shop", "--timeout", "1s")
-    served.store.set_status("shop", "east", {"sync_status": "Synced", "health": "Progressing"})
+    progressing = InstanceStatus(sync_status=SyncStatus.SYNCED, health=Health.PROGRESSING)
+    served.store.set_status("shop", "east", progressing)
     sync_only, _, _ = served.run(capsys, "app", "wait", "shop", "--sync", "--timeout", "5s")
     health, still, _ = served.run(capsys, "app", "wait", "shop", "--health", "--timeout", "1s")
-    served.store.set_status("shop", "east", {"sync_status": "Synced", "health": "Healthy"})
+    healthy = InstanceStatus(sync_status=SyncStatus.SYNCED, health=Health.HEALTHY)
+    served.store.set_status("shop", "east", healthy)
     done, ready, _ = served.run(capsys, "app", "wait", "shop", "--timeout", "5s")
 
     assert early == 1

@@ -12,6 +12,7 @@ from rq import Queue
 from rq.job import Job
 
 from api.app import create_app
+from fleet.control.keys import Queues
 from fleet.control.routing import membership
 from tests.api.conftest import (
     ADMIN_TOKEN,
@@ -43,7 +44,7 @@ def test_a_manual_sync_lands_in_the_owner_workers_queue_carrying_the_requests_tr
     assert first.status_code == 202, first.text
     job = first.json()["jobs"][0]
     queue = Queue(job["queue"], connection=real.store.redis)
-    assert job["queue"] == "gitfleet-shard-w1"
+    assert job["queue"] == Queues().shard("w1")
     assert queue.job_ids == [job["job_id"]]
     carried = Job.fetch(job["job_id"], connection=real.store.redis).meta["otel"]
     assert carried["traceparent"].split("-")[1] == first.json()["trace_id"]

@@ -10,6 +10,7 @@ import redis
 from cryptography.fernet import Fernet
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from fleet.control.keys import Keys
 from fleet.control.registry.secrets import SecretBox, SecretError, key_from
 from fleet.control.registry.store import Store
 from tests.api.conftest import ADMIN_TOKEN, WEBHOOK_SECRET, Api, app_body, fake_kubeconfig
@@ -153,7 +154,7 @@ def test_without_a_key_setting_the_key_is_kept_in_redis_and_a_warning_logged_wit
     second = SecretBox.open("", connection)
 
     assert second.decrypt(first.encrypt("x")) == "x"
-    stored = connection.get("gitfleet:secret-key")
+    stored = connection.get(Keys().secret_key)
     assert isinstance(stored, bytes)
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "GITFLEET_SECRET_KEY is unset" in caplog.text

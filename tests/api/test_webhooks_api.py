@@ -11,9 +11,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import optional_dispatcher
-from fleet.control.policy import normalize_repo
+from api.deps import get_dispatcher
 from fleet.control.pushes import PushLog, SyncedAt, spec_of
+from fleet.control.registry.repos import normalize_repo
 from tests.api.conftest import (
     WEBHOOK_SECRET,
     Api,
@@ -137,7 +137,7 @@ def test_a_signed_payload_without_a_ref_is_refused_naming_the_field(api: Api) ->
 def test_webhooks_are_refused_when_no_secret_is_configured(redis_url: str) -> None:
     app = create_app(settings_for(redis_url, webhook_secret=None))
     dispatcher = RecordingDispatcher()
-    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     body = push()
     with TestClient(app) as client:
         response = client.post("/api/v1/webhooks/git", content=body, headers=signed(body))

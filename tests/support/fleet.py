@@ -30,6 +30,8 @@ from typing import Any
 from cryptography.fernet import Fernet
 from redis import Redis
 
+from deploy.testbed.process import wait_for
+from fleet.control.keys import Keys, Queues
 from fleet.control.registry.records import (
     AppDestination,
     AppRecord,
@@ -40,6 +42,7 @@ from fleet.control.registry.records import (
 )
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.engine.inventory import InventoryStore
 from fleet.errors import FleetError
@@ -214,8 +217,9 @@ class FleetEnv:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def status(self, app: str, cluster: str) -> dict[str, Any]:
-        return self.store.get_status(app, cluster) or {}
+    def status(self, app: str, cluster: str) -> InstanceStatus:
+        """The instance's status; an empty one (Unknown) before its first write."""
+        return self.store.get_status(app, cluster) or InstanceStatus()
 
     def entries(self, instance: str | None = None) -> list[Entry]:
         found = self.journal.entries()
@@ -250,7 +254,7 @@ class FleetEnv:
                     proc.kill()
         self.git.stop()
         self._delete_namespaces()
-        for pattern in (f"{self.prefix}*", f"rq:*{self.prefix}-shard-*"):
+        for pattern in (Keys(self.prefix).pattern, Queues(self.prefix).rq_pattern):
             for key in self.redis.scan_iter(pattern):
                 self.redis.delete(key)
         self.redis.close()
@@ -268,11 +272,8 @@ class FleetEnv:
 
 
 def wait_until(check: Any, *, timeout: float, what: str) -> float:
-    """Poll `check` until truthy; return the seconds it took (for the figures tests print)."""
+    """Poll `check` until truthy (`wait_for`, failing the test on timeout); return the seconds
+    it took (for the figures tests print)."""
     start = time.monotonic()
-    deadline = start + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
+    wait_for(check, what=what, timeout=timeout, error=AssertionError)
     return time.monotonic() - start

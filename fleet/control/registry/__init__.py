@@ -2,8 +2,13 @@
 
 - `records`: clusters, projects, apps and tokens as frozen records.
 - `store`: reading and writing them, with credentials encrypted by `secrets`.
+- `instances`: an app on one cluster (`app@cluster`), and which clusters an app deploys to.
+- `repos`: repository URLs in the normal form that names one repository.
 - `tokens`: API tokens, kept only as digests.
-- `status`: per-instance status, sync history and the counters /metrics reads.
+- `syncrecords`: what a sync leaves: each instance's status and its sync history, typed.
+- `status`: storing those records, the last API operation, and the counters /metrics reads.
+- `transact`: the generation-guarded transaction every registry write goes through.
+- `errors`: what a read or write refuses (`NotFound`, `AlreadyExists`, `InUse`, ...).
 
 The registry never imports `fleet.control.routing`: who syncs what sits above what is stored.
 """

@@ -9,8 +9,8 @@ is either a Fernet key (urlsafe base64 of 32 bytes) or any other text, a passphr
 a key is derived as urlsafe-base64(SHA-256(passphrase)). A passphrase is only as strong as its
 entropy: use a generated key in production.
 
-When the setting is unset we generate a key and store it in Redis (`gitfleet:secret-key`, set
-only if absent, so the first process to start wins and every coordinator and worker agrees).
+When the setting is unset we generate a key and store it in Redis (`<p>:secret-key`, set only
+if absent, so the first process to start wins and every coordinator and worker agrees).
 That keeps a fresh install working without configuration, but a key stored next to the data
 protects nothing against someone who can read Redis, so every process that falls back to it
 logs one warning saying so. The key itself is never logged.
@@ -27,11 +27,11 @@ import threading
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from redis import Redis
 
+from fleet.control.keys import Keys
 from fleet.errors import FleetError
 
 log = logging.getLogger(__name__)
 
-STORED_KEY = "{prefix}:secret-key"
 _warned = threading.Event()
 
 
@@ -73,7 +73,7 @@ class SecretBox:
         """The box for this process: from the setting, or from the key kept in Redis."""
         if setting and setting.strip():
             return cls.from_setting(setting)
-        key = STORED_KEY.format(prefix=prefix)
+        key = Keys(prefix).secret_key
         redis.set(key, Fernet.generate_key(), nx=True)
         stored = redis.get(key)
         if not isinstance(stored, bytes):

@@ -5,11 +5,12 @@ Records are JSON under one key each, with a set per kind as the index (key layou
 keys of their own, so a record can be read, listed and logged without ever decrypting anything.
 
 Every write that checks something first (the name is free, the cluster exists, no app still
-targets the cluster, the dependencies make no cycle) goes through `storekeys.transact`: WATCH
-the registry generation, check, then write every key in one MULTI/EXEC. A failed request never
-leaves half a record, and no check can be overtaken by a concurrent write, so an app cannot
-start targeting a cluster while that cluster is being deleted. Deletes that would strand what
-depends on them are refused with `InUse` (a forced cluster delete is the one explicit escape).
+targets the cluster, the dependencies make no cycle) goes through
+`fleet.control.registry.transact`: WATCH the registry generation, check, then write every key in
+one MULTI/EXEC. A failed request never leaves half a record, and no check can be overtaken by a
+concurrent write, so an app cannot start targeting a cluster while that cluster is being
+deleted. Deletes that would strand what depends on them are refused with `InUse` (a forced
+cluster delete is the one explicit escape; the errors are in `fleet.control.registry.errors`).
 
 Status and history (`fleet.control.registry.status`) and tokens (`fleet.control.registry.tokens`)
 live in their own modules; `Store` offers their operations too so callers need one object.
@@ -25,19 +26,17 @@ from typing import Any, TypeVar
 from redis import Redis
 from redis.client import Pipeline
 
-from fleet.control.keys import (
+from fleet.control.keys import Keys
+from fleet.control.registry import records
+from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
     InUse,
     InvalidReference,
-    Keys,
     NotFound,
     StoreError,
-    now,
-    transact,
 )
-from fleet.control.policy import normalize_repo
-from fleet.control.registry import records
+from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import (
     DEFAULT_PROJECT,
     AppRecord,
@@ -47,10 +46,12 @@ from fleet.control.registry.records import (
     Role,
     TokenRecord,
 )
+from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.status import SyncLog
+from fleet.control.registry.syncrecords import InstanceStatus, SkipRecord, SyncRecord
 from fleet.control.registry.tokens import Tokens
-from fleet.control.routing.owners import instance_key
+from fleet.control.registry.transact import now, transact
 from fleet.engine.source.cache import GitCredentials
 from fleet.kube.kubeconfig import ClusterConfig
 
@@ -311,11 +312,7 @@ class Store:
     def instances(self, app: AppRecord, clusters: list[ClusterRecord] | None = None) -> list[str]:
         """Names of the registered clusters `app` deploys to: its cluster, or every cluster
         whose labels match its selector (an empty selector matches all), sorted."""
-        clusters = self.list_clusters() if clusters is None else clusters
-        dest = app.destination
-        if dest.cluster:
-            return [c.name for c in clusters if c.name == dest.cluster]
-        return [c.name for c in clusters if c.matches(dest.selector or {})]
+        return clusters_for(app, self.list_clusters() if clusters is None else clusters)
 
     def dependents(self, name: str) -> list[str]:
         """The apps whose depends_on names `name`."""
@@ -351,13 +348,13 @@ class Store:
     # -- status, history and tokens (see fleet.control.registry.status and
     # fleet.control.registry.tokens) ----------------------
 
-    def set_status(self, app: str, cluster: str, status: dict[str, Any]) -> None:
+    def set_status(self, app: str, cluster: str, status: InstanceStatus) -> None:
         self.log.set_status(app, cluster, status)
 
-    def get_status(self, app: str, cluster: str) -> dict[str, Any] | None:
+    def get_status(self, app: str, cluster: str) -> InstanceStatus | None:
         return self.log.get_status(app, cluster)
 
-    def many_statuses(self, instances: list[tuple[str, str]]) -> list[dict[str, Any] | None]:
+    def many_statuses(self, instances: list[tuple[str, str]]) -> list[InstanceStatus | None]:
         """The status of each (app, cluster), in order, in one round trip."""
         return self.log.many_statuses(instances)
 
@@ -365,10 +362,12 @@ class Store:
         """Changes with every registry write (apps, clusters, projects), never otherwise."""
         return self._read(self.keys.generation)
 
-    def add_history(self, app: str, cluster: str, record: dict[str, Any], keep: int = 50) -> None:
+    def add_history(
+        self, app: str, cluster: str, record: SyncRecord | SkipRecord, keep: int = 50
+    ) -> None:
         self.log.add_history(app, cluster, record, keep)
 
-    def history(self, app: str, cluster: str) -> list[dict[str, Any]]:
+    def history(self, app: str, cluster: str) -> list[SyncRecord | SkipRecord]:
         return self.log.history(app, cluster)
 
     def create_token(self, name: str, role: Role, project: str | None = None) -> str:

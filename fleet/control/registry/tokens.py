@@ -13,9 +13,11 @@ import secrets
 from redis import Redis
 from redis.client import Pipeline
 
-from fleet.control.keys import AlreadyExists, Keys, NotFound, now, transact
+from fleet.control.keys import Keys
 from fleet.control.registry import records
+from fleet.control.registry.errors import AlreadyExists, NotFound
 from fleet.control.registry.records import Role, TokenRecord
+from fleet.control.registry.transact import now, transact
 
 BOOTSTRAP_TOKEN = "bootstrap-admin"
 

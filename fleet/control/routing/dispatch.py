@@ -4,9 +4,9 @@ The API, the scheduler and the workers (retries, self-heal) all go through `Disp
 
 - `request_sync` finds the owner of `app@cluster` (`fleet.control.routing.owners.OwnerMap`), then
   creates, merges into, or follows up the instance's pending sync (`fleet.control.routing.pending`),
-  pushing an rq job onto `<prefix>-shard-<worker>` only when a new run is really needed. No live
-  worker is a `NoWorkers` error, which is retryable: the request can be repeated once a worker
-  registers.
+  pushing an rq job onto `<p>-shard-<worker>` (`fleet.control.keys.Queues`) only when a new run
+  is really needed. No live worker is a `NoWorkers` error, which is retryable: the request can
+  be repeated once a worker registers.
 - Dry runs (diffs) are read-only and never merge: each is its own job on the owner's queue, so
   a diff answers for the state it was asked about and never turns into a write.
 - `claim` / `finish` are the worker's half of the pending-sync protocol; `defer` / `pump` hold
@@ -32,10 +32,13 @@ from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
+from fleet.control.keys import Keys, Queues
+from fleet.control.registry.instances import instance_key
 from fleet.control.routing.leases import Lease
-from fleet.control.routing.owners import OwnerMap, instance_key, safe_id
+from fleet.control.routing.owners import OwnerMap, safe_id
 from fleet.control.routing.pending import Intent, Pending, PendingSyncs
 from fleet.control.routing.sharding import NoWorkers
+from fleet.model import Trigger
 
 SYNC_JOB = "worker.jobs.sync_job"
 PREVIEW_JOB = "worker.jobs.preview_job"
@@ -64,15 +67,16 @@ class Dispatcher:
         self.job_timeout = job_timeout
         self.owners = OwnerMap(redis, prefix=prefix)
         self.pending = PendingSyncs(redis, prefix=prefix)
-        self.leases = Lease(redis, key_prefix=prefix)
+        self.queues = Queues(prefix)
+        self.leases = Lease(redis, Keys(prefix).lease)
 
     # -- naming -------------------------------------------------------------------------------
 
     def queue_name(self, worker: str) -> str:
-        return f"{self.prefix}-shard-{worker}"
+        return self.queues.shard(worker)
 
     def worker_of(self, queue: str) -> str:
-        return queue.removeprefix(f"{self.prefix}-shard-")
+        return self.queues.worker_of(queue)
 
     def queue_for(self, instance: str) -> str:
         """The owner's queue; `NoWorkers` (retryable) when no worker is live."""
@@ -95,7 +99,7 @@ class Dispatcher:
         app: str,
         cluster: str,
         *,
-        trigger: str,
+        trigger: Trigger,
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,

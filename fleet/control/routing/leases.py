@@ -2,9 +2,9 @@
 
 The shard map says which worker *should* sync an application, but maps change while syncs run:
 during a join or leave, the old and the new owner may both believe the application is theirs.
-The lease is what makes that safe. A sync takes `gitfleet:lease:<app>` with SET NX PX before it
-touches the cluster and keeps renewing it while it runs; another worker finds it taken and backs
-off.
+The lease is what makes that safe. A sync takes `<p>:lease:<app@cluster>` (`Keys.lease`) with
+SET NX PX before it touches the cluster and keeps renewing it while it runs; another worker
+finds it taken and backs off.
 
 - Only the holder may renew or release. Each is a compare-and-act, so it runs as a small Lua
   script: a GET followed by a separate PEXPIRE/DEL could act on a lease that expired and was
@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from redis import Redis, RedisError
 
 from fleet.errors import FleetError
-
-LEASE_KEY = "{prefix}:lease:{app}"
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -67,16 +65,17 @@ def _millis(ttl: float) -> int:
 
 
 class Lease:
-    """Leases for applications, stored under `<key_prefix>:lease:<app>`."""
+    """Leases by name, each stored under the key `key_of(name)` gives: `Keys.lease` for
+    application instances, `Keys.scheduler_lease` for the scheduler's lock."""
 
-    def __init__(self, redis: Redis, key_prefix: str = "gitfleet") -> None:
+    def __init__(self, redis: Redis, key_of: Callable[[str], str]) -> None:
         self.redis = redis
-        self.key_prefix = key_prefix
+        self.key_of = key_of
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
     def key(self, app: str) -> str:
-        return LEASE_KEY.format(prefix=self.key_prefix, app=app)
+        return self.key_of(app)
 
     def acquire(self, app: str, holder: str, ttl: float) -> bool:
         """Take the lease for `ttl` seconds if nobody holds it."""

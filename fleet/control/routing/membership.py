@@ -5,9 +5,10 @@ stops heartbeating (crash, partition, SIGKILL) drops out once its TTL passes, an
 hands its applications to the others; the per-application lease (`fleet.control.routing.leases`)
 keeps a slow old owner and the new one from syncing the same application at once.
 
-Layout: one sorted set `<prefix>:workers` whose score is each worker's *deadline* in
-milliseconds, and one `<prefix>:worker:<name>` string with the worker's metadata (JSON), which
-expires on its own. We chose this over per-worker keys with EXPIRE plus a set of names because:
+Layout (`fleet.control.keys`): one sorted set `<p>:workers` whose score is each worker's
+*deadline* in milliseconds, and one `<p>:worker:<name>` string with the worker's metadata
+(JSON), which expires on its own. We chose this over per-worker keys with EXPIRE plus a set of
+names because:
 
 - Listing live workers is one ZRANGEBYSCORE over deadlines instead of SMEMBERS plus an EXISTS
   per worker, and a stale name never lingers in an index that nothing cleans up.
@@ -27,10 +28,8 @@ from typing import Any
 
 from redis import Redis
 
+from fleet.control.keys import Keys
 from fleet.control.routing.sharding import DEFAULT_LOAD_FACTOR, assign
-
-WORKERS_KEY = "{prefix}:workers"
-META_KEY = "{prefix}:worker:{worker}"
 
 _NOW_MS = """
 local t = redis.call('TIME')
@@ -71,7 +70,8 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 def _keys(worker: str, prefix: str) -> list[str]:
     if not worker:
         raise ValueError("worker: the name must not be empty")
-    return [WORKERS_KEY.format(prefix=prefix), META_KEY.format(prefix=prefix, worker=worker)]
+    keys = Keys(prefix)
+    return [keys.workers, keys.worker(worker)]
 
 
 def _millis(ttl: float) -> int:
@@ -112,13 +112,13 @@ def deregister(redis: Redis, worker: str, *, prefix: str = "gitfleet") -> bool:
 def live_workers(redis: Redis, *, prefix: str = "gitfleet") -> list[str]:
     """Names of the workers whose TTL has not passed, sorted; expired entries are pruned."""
     script = redis.register_script(_LIVE)
-    names = script(keys=[WORKERS_KEY.format(prefix=prefix)], args=[])
+    names = script(keys=[Keys(prefix).workers], args=[])
     return sorted(n.decode() if isinstance(n, bytes) else str(n) for n in names)
 
 
 def worker_meta(redis: Redis, worker: str, *, prefix: str = "gitfleet") -> dict[str, Any] | None:
     """The metadata a live worker registered with, or None once it expired or left."""
-    raw = redis.get(META_KEY.format(prefix=prefix, worker=worker))
+    raw = redis.get(Keys(prefix).worker(worker))
     if raw is None:
         return None
     meta: dict[str, Any] = json.loads(raw)

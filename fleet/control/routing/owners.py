@@ -1,14 +1,10 @@
-"""Application instances (one app on one cluster, `app@cluster`) and which worker owns each.
-
-The unit of sharding, leasing and queueing is the instance, not the app: an app with a cluster
-selector fans out to many clusters, and each of those syncs is independent work that should
-spread over the workers. App names are DNS labels, so they never contain `@`; the first `@`
-splits an instance key even when a cluster name has one.
+"""Which worker owns each application instance (`app@cluster`,
+`fleet.control.registry.instances`).
 
 The owner of an instance is what `fleet.control.routing.sharding.assign` gives it over *every*
 instance known in the registry and the live workers, so the coordinator, the scheduler and every
 worker compute the same owner. `OwnerMap` caches that map and recomputes it only when the registry
-generation (bumped by every registry write, `fleet.control.keys`) or the set of live workers
+generation (`Keys.generation`, bumped by every registry write) or the set of live workers
 changes, so dispatching one sync costs two small Redis reads, not a registry scan.
 
 rq job ids allow letters, digits, `_` and `-` only; `safe_id` encodes anything else as `_xx`
@@ -18,43 +14,23 @@ rq job ids allow letters, digits, `_` and `-` only; `safe_id` encodes anything e
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from redis import Redis
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
+from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import AppRecord, ClusterRecord
 from fleet.control.routing import membership
 from fleet.control.routing.sharding import assign
 
-SEPARATOR = "@"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-
-
-def instance_key(app: str, cluster: str) -> str:
-    return f"{app}{SEPARATOR}{cluster}"
-
-
-def split_instance(key: str) -> tuple[str, str]:
-    """(`app`, `cluster`) of `app@cluster`; ValueError when there is no `@`."""
-    app, sep, cluster = key.partition(SEPARATOR)
-    if not (sep and app and cluster):
-        raise ValueError(f"instance: {key!r} is not of the form app@cluster")
-    return app, cluster
 
 
 def safe_id(text: str) -> str:
     """`text` with every character outside [A-Za-z0-9-] written as `_xx` (its UTF-8 bytes)."""
     return "".join(c if c in _SAFE else "".join(f"_{b:02x}" for b in c.encode()) for c in text)
-
-
-def clusters_for(app: AppRecord, clusters: Sequence[ClusterRecord]) -> list[str]:
-    """The registered clusters `app` deploys to (as `Store.instances` decides), sorted."""
-    dest = app.destination
-    if dest.cluster:
-        return [c.name for c in clusters if c.name == dest.cluster]
-    return sorted(c.name for c in clusters if c.matches(dest.selector or {}))
 
 
 def _load(redis: Redis, index: str, key_of: Callable[[str], str]) -> list[bytes]:

@@ -3,7 +3,7 @@
 rq alone cannot say "there is already a sync of shop@eu waiting, fold this trigger into it":
 `unique=True` refuses a duplicate job id while any job with that id exists, finished ones
 included, and a finished job keeps its id for its result TTL. So each instance has one hash,
-`<p>:pending:<instance>`, which *is* the pending sync:
+`<p>:pending:<instance>` (`fleet.control.keys`), which *is* the pending sync:
 
 - `queued`: a job is in the owner's queue. New triggers merge into the hash (`requests` counts
   them); the job reads the winning intent when it starts, so it syncs the newest revision.
@@ -33,7 +33,8 @@ from redis import Redis, WatchError
 from redis.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
-USER_TRIGGERS = frozenset({"manual", "rollback"})
+from fleet.control.keys import Keys
+from fleet.model import Trigger
 
 _POP_DUE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
@@ -53,7 +54,7 @@ class Intent:
     """What a sync is asked to do. `revision` "" means the app's own revision; `carrier` is the
     W3C trace context of the request that caused it; `attempt` counts retries (0 = first try)."""
 
-    trigger: str
+    trigger: Trigger
     revision: str = ""
     carrier: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
@@ -65,7 +66,7 @@ class Intent:
     def from_json(cls, text: str | bytes) -> Intent:
         data = json.loads(text) if text else {}
         return cls(
-            trigger=str(data.get("trigger", "")),
+            trigger=Trigger(data.get("trigger") or Trigger.RETRY),
             revision=str(data.get("revision", "")),
             carrier={str(k): str(v) for k, v in (data.get("carrier") or {}).items()},
             attempt=int(data.get("attempt", 0)),
@@ -73,8 +74,8 @@ class Intent:
 
 
 def merged(old: Intent, new: Intent) -> Intent:
-    """The intent that wins: a person's over an automated one, else the newest."""
-    if old.trigger in USER_TRIGGERS and new.trigger not in USER_TRIGGERS:
+    """The intent that wins: a person's (`Trigger.by_person`) over any other, else the newest."""
+    if old.trigger.by_person and not new.trigger.by_person:
         return old
     return new
 
@@ -124,13 +125,14 @@ class PendingSyncs:
     def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
         self.redis = redis
         self.prefix = prefix
-        self.index = f"{prefix}:pending"
-        self.deferred = f"{prefix}:deferred"
-        self.deferred_intents = f"{prefix}:deferred-intents"
+        self.keys = Keys(prefix)
+        self.index = self.keys.pending_index
+        self.deferred = self.keys.deferred
+        self.deferred_intents = self.keys.deferred_intents
         self._pop_due = redis.register_script(_POP_DUE)
 
     def key(self, instance: str) -> str:
-        return f"{self.prefix}:pending:{instance}"
+        return self.keys.pending(instance)
 
     def get(self, instance: str) -> Pending | None:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.key(instance))  # type: ignore[assignment]
@@ -295,4 +297,7 @@ class PendingSyncs:
         """Pop the deferred syncs due at `now`; each is returned to exactly one caller."""
         flat = self._pop_due(keys=[self.deferred, self.deferred_intents], args=[now, limit])
         pairs = zip(flat[::2], flat[1::2], strict=True)
-        return [(m.decode(), Intent.from_json(raw) if raw else Intent("retry")) for m, raw in pairs]
+        return [
+            (m.decode(), Intent.from_json(raw) if raw else Intent(Trigger.RETRY))
+            for m, raw in pairs
+        ]

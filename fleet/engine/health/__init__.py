@@ -1,4 +1,5 @@
-"""Stage 6, health: judge live objects, and wait until they are healthy.
+"""Health, the gate between waves of stage 5 (apply): judge live objects, and wait until they
+are healthy.
 
 - `assess`: the pure judgement of one object, dispatching to a rule per kind.
 - `rules`: one small pure function per kind, each with its reasons in its own docstring.

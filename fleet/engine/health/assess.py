@@ -2,73 +2,20 @@
 
 `assess(obj)` is a pure function of one object, as in kstatus: it never logs, sleeps, reads the
 clock or talks to a cluster, so it is tested with plain YAML fixtures; polling and timeouts live
-in the waiting code that calls it. It dispatches on (API group, kind) to one small rule per kind
-(`fleet.engine.health.rules`); every other kind goes through the generic condition rules below. A
-kind gitfleet cannot judge is **Unknown, never Healthy**.
+in the waiting code that calls it (`fleet.engine.health.wait`). A kind gitfleet cannot judge is
+**Unknown, never Healthy**.
 
-Evaluation order: an object being deleted is Progressing ("pending deletion", naming its
-finalizers, so a stuck finalizer is visible); then the kind's rule; then the generic rules.
+Order of dispatch:
 
-Where Argo CD and kstatus disagree we follow Argo CD, the semantics our users come from, except
-where noted:
+1. An object being deleted is Progressing ("pending deletion", naming its finalizers, so a
+   stuck finalizer is visible), whatever its kind.
+2. The rule for its (API group, kind) in `RULES`: one small function per kind in
+   `fleet.engine.health.rules`, each with its reasons in its own docstring; kinds no controller
+   acts on share `rules.exists`.
+3. Every other kind, custom resources included, goes through `assess_generic`, kstatus's
+   generic condition rules.
 
-- **Deployment** does not wait for the Available condition (kstatus does); replica counts decide.
-  `spec.paused` is Suspended, a `ProgressDeadlineExceeded` Progressing condition is Degraded.
-- **ReplicaSet** with `ReplicaFailure=True` is Degraded (kstatus: InProgress).
-- **StatefulSet** is judged on ready replicas, then (RollingUpdate) updated replicas against
-  `replicas - partition`, then current/update revision; OnDelete is Healthy once pods are ready.
-- **Pod** `Failed` is Degraded (kstatus: Current). Waiting errors (`Err*`, `*Error`, `*BackOff`)
-  are Degraded only for restartPolicy Always; a Never/OnFailure pod is expected to run to
-  completion like a hook or a Job's pod, so it is Progressing until it Succeeds, and its waiting
-  reason goes into the message (the owning Job's own health turns Degraded at its backoffLimit).
-  Pending-and-unschedulable stays Progressing: kstatus's "Failed after 15s" needs the clock.
-- **Job** that has started but not finished is Progressing until Complete (kstatus: Current;
-  Flux's own Job reader agrees with Argo). `Failed` or `FailureTarget` is Degraded, a suspended
-  Job is Suspended.
-- **CronJob** with `spec.suspend` is Suspended, like a suspended Job or a paused Deployment.
-  Argo CD's bundled check says Healthy here on purpose, because one Suspended object turns the
-  whole app Suspended there (argo-cd#24428, #19126); with `worst` below, an otherwise healthy app
-  reads Suspended too, which we think is the truth. Otherwise Healthy, with the last schedule and
-  success times in the message. We do not turn Degraded when the last run failed: the CronJob's
-  status cannot tell a failed run from one still running (argo-cd#24429), and yesterday's failed
-  run would fail every sync until the next run (argo-cd#25551). Its Jobs carry that signal.
-- **Service** of type LoadBalancer is Progressing until `status.loadBalancer.ingress` is set
-  (kstatus does not wait).
-- **Ingress** is Healthy with or without an address; without one the message says "no load
-  balancer address yet". This departs from Argo CD (Progressing until an address), on purpose:
-  many controllers publish no address unless configured to (reported for ingress-nginx without
-  `--publish-service`, NGINX Inc., Traefik, HAProxy, ngrok, APISIX; argo-cd#14607, #28345), the
-  testbed has no controller at all, and Progressing would block every later wave until the
-  timeout. Reachability is judged where it is decided: the controller's own LoadBalancer Service.
-  kstatus also treats Ingress as Current at once.
-- **APIService** needs `Available=True`; anything else is Progressing (no kstatus rule).
-- **HorizontalPodAutoscaler** is Degraded on scale or metric failures, Healthy once AbleToScale
-  or ScalingLimited is True, else Progressing (no kstatus rule).
-- **PodDisruptionBudget** with a False condition other than InsufficientPods is Degraded; no
-  status yet is Progressing (kstatus: always Current).
-- **CustomResourceDefinition**: NamesAccepted=False or NonStructuralSchema=True is Degraded,
-  Established=True Healthy, anything else Progressing (Argo's Lua check; kstatus agrees).
-- **PersistentVolumeClaim**: Bound Healthy, Pending Progressing, Lost Degraded. A claim whose
-  StorageClass binds on first consumer stays Pending until a pod uses it, so it belongs in its
-  consumer's wave. **PersistentVolume** (no rule in either tool): Bound, Available or Released
-  Healthy, Pending Progressing, Failed Degraded. **Namespace** (no rule in either tool): Active
-  Healthy, Terminating Progressing with the conditions that hold it.
-- Kinds no controller acts on (ConfigMap, Secret, RBAC, webhook configurations, ...) are Healthy
-  with the message "exists", as both tools do.
-
-Custom resources and every other kind follow kstatus's generic rules (Argo CD gives such objects
-no health at all, so an operator's failing resource reads Healthy, argo-cd#15723): a present
-`status.observedGeneration` behind `metadata.generation` is Progressing; `Stalled=True` is
-Degraded (checked before Reconciling, the reverse of kstatus, since a controller that has given
-up is the more useful news); `Reconciling=True` is Progressing; then the first of Ready,
-Available and Succeeded decides: True is Healthy, Unknown Progressing, Ready=False with a reason
-or Succeeded=False Degraded, any other False Progressing. Unlike kstatus, an object with none of
-these conditions is **Unknown**, not Current, and one with no status at all says so by name.
-
-Application health is `worst(...)`, with precedence Degraded > Missing > Progressing > Unknown >
-Suspended > Healthy. Argo CD ranks Unknown worst of all; we rank it below Progressing and Missing
-because gitfleet reports Unknown for every custom resource it cannot read (where Argo reports no
-health and ignores it), so a rollout in progress or a missing object is the more useful headline.
+Application health is `worst(...)` of its objects' health; its docstring gives the precedence.
 """
 
 from __future__ import annotations
@@ -150,7 +97,13 @@ def is_ready(status: HealthStatus) -> bool:
 
 
 def worst(statuses: Iterable[HealthStatus | Health]) -> Health:
-    """Application health: the worst of its objects' (Healthy when there are none)."""
+    """Application health: the worst of its objects' (Healthy when there are none).
+
+    Precedence: Degraded > Missing > Progressing > Unknown > Suspended > Healthy. Argo CD ranks
+    Unknown worst of all; we rank it below Progressing and Missing because gitfleet reports
+    Unknown for every custom resource it cannot read (where Argo CD reports no health and
+    ignores it), so a rollout in progress or a missing object is the more useful headline.
+    """
     healths = [s.health if isinstance(s, HealthStatus) else s for s in statuses]
     return max(healths, key=_PRECEDENCE.index, default=Health.HEALTHY)
 
@@ -165,7 +118,17 @@ def _pending_deletion(obj: Manifest) -> HealthStatus | None:
 
 
 def assess_generic(obj: Manifest) -> HealthStatus:
-    """kstatus-style rules for custom resources and any kind without its own rule."""
+    """kstatus-style rules for custom resources and any kind without its own rule.
+
+    Argo CD gives such objects no health at all, so an operator's failing resource reads
+    Healthy there (argo-cd#15723). In order: a present `status.observedGeneration` behind
+    `metadata.generation` is Progressing; `Stalled=True` is Degraded (checked before
+    Reconciling, the reverse of kstatus, since a controller that has given up is the more useful
+    news); `Reconciling=True` is Progressing; then the first of Ready, Available and Succeeded
+    decides: True is Healthy, Unknown Progressing, Ready=False with a reason or Succeeded=False
+    Degraded, any other False Progressing. Unlike kstatus, an object with none of these
+    conditions is **Unknown**, not Current, and one with no status at all says so by name.
+    """
     if not field(obj, "status"):
         return rules.no_status(obj)
     if pending := unobserved(obj, required=False):

@@ -1,7 +1,9 @@
 """Per-kind health rules: one small pure function per kind, and the field readers they share.
 
-`fleet.engine.health.assess` holds the dispatch table, the generic rules for custom resources, and
-the reasons behind each rule below (notably where it follows Argo CD rather than kstatus).
+`fleet.engine.health.assess` holds the dispatch table and the generic rules for custom resources
+and every other kind without a rule here. Each rule's docstring gives its reasons. Where Argo CD
+and kstatus disagree we follow Argo CD, the semantics our users come from, except where a rule
+says otherwise.
 """
 
 from __future__ import annotations
@@ -107,7 +109,9 @@ def unobserved(obj: Manifest, *, required: bool) -> HealthStatus | None:
 
 
 def exists(obj: Manifest) -> HealthStatus:
-    """Kinds with no controller behind them: existing is all there is to being healthy."""
+    """Kinds with no controller behind them (ConfigMap, Secret, RBAC, webhook configurations,
+    ...): existing is all there is to being healthy. Healthy with the message "exists", as both
+    Argo CD and kstatus do."""
     return healthy("exists")
 
 
@@ -115,6 +119,9 @@ def exists(obj: Manifest) -> HealthStatus:
 
 
 def deployment(obj: Manifest) -> HealthStatus:
+    """Replica counts decide; we do not wait for the Available condition (kstatus does).
+    `spec.paused` is Suspended; a Progressing condition with reason ProgressDeadlineExceeded is
+    Degraded."""
     if field(obj, "spec", "paused") is True:
         return suspended("rollout is paused (spec.paused)")
     if pending := unobserved(obj, required=True):
@@ -138,6 +145,9 @@ def deployment(obj: Manifest) -> HealthStatus:
 
 
 def statefulset(obj: Manifest) -> HealthStatus:
+    """Judged on ready replicas, then (RollingUpdate) updated replicas against
+    `replicas - partition`, then the current against the update revision. With update strategy
+    OnDelete it is Healthy once its pods are ready."""
     if pending := unobserved(obj, required=True):
         return pending
     want = count(obj, "spec", "replicas", default=1)
@@ -184,6 +194,8 @@ def daemonset(obj: Manifest) -> HealthStatus:
 
 
 def replicaset(obj: Manifest) -> HealthStatus:
+    """`ReplicaFailure=True` is Degraded (kstatus: InProgress); otherwise available replicas
+    against `spec.replicas` decide."""
     if pending := unobserved(obj, required=True):
         return pending
     failure = conditions(obj).get("ReplicaFailure")
@@ -200,6 +212,9 @@ def replicaset(obj: Manifest) -> HealthStatus:
 
 
 def job(obj: Manifest) -> HealthStatus:
+    """A Job that has started but not finished is Progressing until Complete (kstatus: Current;
+    Flux's own Job reader agrees with Argo CD). `Failed` or `FailureTarget` is Degraded; a
+    suspended Job is Suspended."""
     conds = conditions(obj)
     for kind in ("Failed", "FailureTarget"):
         if (failed := conds.get(kind)) and failed.is_true:
@@ -215,6 +230,16 @@ def job(obj: Manifest) -> HealthStatus:
 
 
 def cronjob(obj: Manifest) -> HealthStatus:
+    """`spec.suspend` is Suspended, like a suspended Job or a paused Deployment. Argo CD's
+    bundled check says Healthy here on purpose, because one Suspended object turns the whole app
+    Suspended there (argo-cd#24428, #19126); with `assess.worst`, an otherwise healthy app reads
+    Suspended too, which we think is the truth.
+
+    Otherwise Healthy, with the last schedule and success times in the message. We do not turn
+    Degraded when the last run failed: the CronJob's status cannot tell a failed run from one
+    still running (argo-cd#24429), and yesterday's failed run would fail every sync until the
+    next run (argo-cd#25551). Its Jobs carry that signal.
+    """
     if field(obj, "spec", "suspend") is True:
         return suspended("cron job is suspended (spec.suspend); no new jobs are scheduled")
     last = text(obj, "status", "lastScheduleTime")
@@ -268,6 +293,12 @@ def _terminated(obj: Manifest, *state: str) -> str:
 
 
 def pod(obj: Manifest) -> HealthStatus:
+    """`Failed` is Degraded (kstatus: Current). Waiting errors (`Err*`, `*Error`, `*BackOff`)
+    are Degraded only for restartPolicy Always: a Never/OnFailure pod is expected to run to
+    completion like a hook or a Job's pod, so it is Progressing until it Succeeds, and its
+    waiting reason goes into the message (the owning Job's own health turns Degraded at its
+    backoffLimit). Pending-and-unschedulable stays Progressing: kstatus's "Failed after 15s"
+    needs the clock."""
     phase = text(obj, "status", "phase")
     policy = text(obj, "spec", "restartPolicy") or "Always"
     if policy == "Always" and (error := _waiting(obj, errors_only=True)):
@@ -308,6 +339,8 @@ def _running_pod(obj: Manifest, policy: str) -> HealthStatus:
 
 
 def persistentvolumeclaim(obj: Manifest) -> HealthStatus:
+    """Bound is Healthy, Pending Progressing, Lost Degraded. A claim whose StorageClass binds on
+    first consumer stays Pending until a pod uses it, so it belongs in its consumer's wave."""
     phase = text(obj, "status", "phase")
     volume = text(obj, "spec", "volumeName") or "a volume"
     if phase == "Bound":
@@ -320,6 +353,8 @@ def persistentvolumeclaim(obj: Manifest) -> HealthStatus:
 
 
 def persistentvolume(obj: Manifest) -> HealthStatus:
+    """No rule in Argo CD or kstatus: Bound, Available or Released is Healthy, Pending
+    Progressing, Failed Degraded."""
     phase = text(obj, "status", "phase")
     if phase in ("Bound", "Available", "Released"):
         return healthy(f"exists ({phase})")
@@ -331,6 +366,8 @@ def persistentvolume(obj: Manifest) -> HealthStatus:
 
 
 def namespace(obj: Manifest) -> HealthStatus:
+    """No rule in Argo CD or kstatus: Active is Healthy, Terminating Progressing with the
+    conditions that hold it."""
     phase = text(obj, "status", "phase")
     if phase == "Active":
         return healthy("active")
@@ -356,6 +393,8 @@ def _lb_addresses(obj: Manifest) -> list[str]:
 
 
 def service(obj: Manifest) -> HealthStatus:
+    """A LoadBalancer is Progressing until `status.loadBalancer.ingress` is set (kstatus does
+    not wait); every other type is Healthy."""
     kind = text(obj, "spec", "type") or "ClusterIP"
     if kind != "LoadBalancer":
         return healthy(f"exists ({kind})")
@@ -365,12 +404,23 @@ def service(obj: Manifest) -> HealthStatus:
 
 
 def ingress(obj: Manifest) -> HealthStatus:
+    """Healthy with or without an address; without one the message says "no load balancer
+    address yet".
+
+    This departs from Argo CD (Progressing until an address), on purpose: many controllers
+    publish no address unless configured to (reported for ingress-nginx without
+    `--publish-service`, NGINX Inc., Traefik, HAProxy, ngrok, APISIX; argo-cd#14607, #28345),
+    the testbed has no controller at all, and Progressing would block every later wave until the
+    timeout. Reachability is judged where it is decided: the controller's own LoadBalancer
+    Service. kstatus also treats Ingress as Current at once.
+    """
     if addresses := _lb_addresses(obj):
         return healthy(f"load balancer address: {', '.join(addresses)}")
     return healthy("no load balancer address yet")
 
 
 def apiservice(obj: Manifest) -> HealthStatus:
+    """Needs `Available=True`; anything else is Progressing (no kstatus rule)."""
     available = conditions(obj).get("Available")
     if available and available.is_true:
         return healthy("available")
@@ -403,6 +453,8 @@ def _hpa_conditions(obj: Manifest) -> dict[str, Condition]:
 
 
 def horizontalpodautoscaler(obj: Manifest) -> HealthStatus:
+    """Degraded on scale or metric failures, Healthy once AbleToScale or ScalingLimited is True,
+    else Progressing (no kstatus rule)."""
     conds = _hpa_conditions(obj)
     for c in conds.values():
         if not c.is_true and c.reason in _HPA_FAILURES.get(c.type, set()):
@@ -415,6 +467,8 @@ def horizontalpodautoscaler(obj: Manifest) -> HealthStatus:
 
 
 def poddisruptionbudget(obj: Manifest) -> HealthStatus:
+    """A False condition other than InsufficientPods is Degraded; no status yet is Progressing
+    (kstatus: always Current)."""
     if not field(obj, "status"):
         return progressing("waiting for the disruption controller to report status")
     if pending := unobserved(obj, required=False):
@@ -429,6 +483,8 @@ def poddisruptionbudget(obj: Manifest) -> HealthStatus:
 
 
 def customresourcedefinition(obj: Manifest) -> HealthStatus:
+    """NamesAccepted=False or NonStructuralSchema=True is Degraded, Established=True Healthy,
+    anything else Progressing (Argo CD's Lua check; kstatus agrees)."""
     conds = conditions(obj)
     if not conds:
         return progressing("waiting for the API server to report the Established condition")

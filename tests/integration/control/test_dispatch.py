@@ -9,11 +9,14 @@ import pytest
 from rq import Queue
 from rq.job import Job
 
+from fleet.control.keys import Queues
+from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import ClusterCredentials, ClusterRecord
 from fleet.control.routing import membership
-from fleet.control.routing.owners import OwnerMap, instance_key
+from fleet.control.routing.owners import OwnerMap
 from fleet.control.routing.pending import Intent
 from fleet.control.routing.sharding import NoWorkers
+from fleet.model import Trigger
 from tests.support.fleet import FleetEnv
 
 WORKERS = ["w-a", "w-b"]
@@ -37,9 +40,9 @@ def _queued(env: FleetEnv, queue: str) -> list[str]:
 
 def test_a_sync_is_enqueued_on_its_owners_queue_with_a_safe_job_id(registry: FleetEnv) -> None:
     names = _setup(registry)
-    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
     owner = OwnerMap(registry.redis, prefix=registry.prefix).owner(f"{names[0]}@us:1")
-    assert ref.queue == f"{registry.prefix}-shard-{owner}"
+    assert ref.queue == Queues(registry.prefix).shard(owner)
     assert ref.merged is False
     assert re.fullmatch(r"[A-Za-z0-9_-]+", ref.job_id), ref.job_id
     assert _queued(registry, ref.queue) == [ref.job_id]
@@ -50,9 +53,13 @@ def test_a_sync_is_enqueued_on_its_owners_queue_with_a_safe_job_id(registry: Fle
 
 def test_triggers_merge_into_a_queued_sync_and_a_manual_intent_wins(registry: FleetEnv) -> None:
     names = _setup(registry)
-    first = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v2")
-    again = registry.dispatcher.request_sync(names[0], "us:1", trigger="interval")
-    newest = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v3")
+    first = registry.dispatcher.request_sync(
+        names[0], "us:1", trigger=Trigger.MANUAL, revision="v2"
+    )
+    again = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.INTERVAL)
+    newest = registry.dispatcher.request_sync(
+        names[0], "us:1", trigger=Trigger.MANUAL, revision="v3"
+    )
     assert (again.job_id, again.merged) == (first.job_id, True)
     assert newest.job_id == first.job_id
     assert _queued(registry, first.queue) == [first.job_id]
@@ -64,10 +71,10 @@ def test_triggers_merge_into_a_queued_sync_and_a_manual_intent_wins(registry: Fl
 def test_a_trigger_during_a_running_sync_makes_exactly_one_follow_up(registry: FleetEnv) -> None:
     names = _setup(registry)
     instance = instance_key(names[1], "eu")
-    first = registry.dispatcher.request_sync(names[1], "eu", trigger="manual")
+    first = registry.dispatcher.request_sync(names[1], "eu", trigger=Trigger.MANUAL)
     assert registry.dispatcher.claim(instance, first.job_id, worker="w-a") is not None
-    follow = registry.dispatcher.request_sync(names[1], "eu", trigger="webhook")
-    merged = registry.dispatcher.request_sync(names[1], "eu", trigger="interval")
+    follow = registry.dispatcher.request_sync(names[1], "eu", trigger=Trigger.WEBHOOK)
+    merged = registry.dispatcher.request_sync(names[1], "eu", trigger=Trigger.INTERVAL)
     assert follow.merged is False and follow.job_id != first.job_id
     assert (merged.job_id, merged.merged) == (follow.job_id, True)
     # no worker dequeues here: the queue still holds the claimed job, and no follow-up yet
@@ -86,7 +93,7 @@ def test_a_trigger_during_a_running_sync_makes_exactly_one_follow_up(registry: F
 def test_a_stale_job_cannot_claim_the_instance(registry: FleetEnv) -> None:
     names = _setup(registry)
     instance = instance_key(names[0], "us:1")
-    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
     assert registry.dispatcher.claim(instance, "sync-someone-else", worker="w-a") is None
     assert registry.dispatcher.claim(instance, ref.job_id, worker="w-a") is not None
     assert registry.dispatcher.claim(instance, ref.job_id, worker="w-b") is None
@@ -98,15 +105,15 @@ def test_no_live_worker_is_a_clear_retryable_error(registry: FleetEnv) -> None:
         membership.deregister(registry.redis, worker, prefix=registry.prefix)
     message = rf"cannot sync {names[0]}@us:1: no live workers \(prefix {registry.prefix}\)"
     with pytest.raises(NoWorkers, match=message) as raised:
-        registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
+        registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
     assert raised.value.retryable
 
 
 def test_dry_runs_never_merge_and_are_separate_jobs(registry: FleetEnv) -> None:
     names = _setup(registry)
-    sync = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual")
-    one = registry.dispatcher.request_sync(names[0], "us:1", trigger="diff", dry_run=True)
-    two = registry.dispatcher.request_sync(names[0], "us:1", trigger="diff", dry_run=True)
+    sync = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
+    one = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.DIFF, dry_run=True)
+    two = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.DIFF, dry_run=True)
     assert len({sync.job_id, one.job_id, two.job_id}) == 3
     assert not one.merged and not two.merged
     assert registry.dispatcher.wait(one, timeout=0.3) is None
@@ -115,7 +122,7 @@ def test_dry_runs_never_merge_and_are_separate_jobs(registry: FleetEnv) -> None:
 def test_queued_syncs_of_a_dead_worker_move_to_the_new_owner(registry: FleetEnv) -> None:
     names = _setup(registry, apps=12)
     refs = {
-        n: registry.dispatcher.request_sync(n, _cluster(i), trigger="manual")
+        n: registry.dispatcher.request_sync(n, _cluster(i), trigger=Trigger.MANUAL)
         for i, n in enumerate(names)
     }
     dead = "w-a"
@@ -124,8 +131,9 @@ def test_queued_syncs_of_a_dead_worker_move_to_the_new_owner(registry: FleetEnv)
     membership.deregister(registry.redis, dead, prefix=registry.prefix)
     moved = registry.dispatcher.recover(time.time())
     assert {m.partition("@")[0] for m in moved} == on_dead
-    assert _queued(registry, f"{registry.prefix}-shard-{dead}") == []
-    survivor = _queued(registry, f"{registry.prefix}-shard-w-b")
+    queues = Queues(registry.prefix)
+    assert _queued(registry, queues.shard(dead)) == []
+    survivor = _queued(registry, queues.shard("w-b"))
     assert len(survivor) == len(names)
     for name in on_dead:
         assert not Job.exists(refs[name].job_id, connection=registry.redis)
@@ -136,10 +144,10 @@ def test_a_running_sync_of_a_dead_worker_runs_again_once_its_lease_expired(
 ) -> None:
     names = _setup(registry)
     instance = instance_key(names[0], "us:1")
-    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger="manual", revision="v7")
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL, revision="v7")
     assert registry.dispatcher.claim(instance, ref.job_id, worker="w-a")
     assert registry.dispatcher.leases.acquire(instance, "w-a/1", ttl=0.5)
-    registry.dispatcher.request_sync(names[0], "us:1", trigger="interval")  # a follow-up
+    registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.INTERVAL)  # a follow-up
     later = time.time() + 60
     assert registry.dispatcher.recover(time.time() + 60) == []  # the lease is still held
     time.sleep(0.6)
@@ -153,7 +161,7 @@ def test_a_running_sync_of_a_dead_worker_runs_again_once_its_lease_expired(
 def test_deferred_syncs_are_requested_once_when_due(registry: FleetEnv) -> None:
     names = _setup(registry)
     instance = instance_key(names[0], "us:1")
-    registry.dispatcher.pending.defer(instance, Intent("manual", attempt=2), at=100.0)
+    registry.dispatcher.pending.defer(instance, Intent(Trigger.MANUAL, attempt=2), at=100.0)
     assert registry.dispatcher.pump(99.0) == []
     refs = registry.dispatcher.pump(100.0)
     assert len(refs) == 1

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from fleet.control.keys import Keys
 from fleet.control.routing.leases import Lease, LeaseBusy, LeaseLost
 from tests.support.redis_server import RedisServer
 from tests.support.wait import eventually
@@ -24,9 +25,9 @@ def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def lease(client: redis.Redis) -> Iterator[Lease]:
-    prefix = f"test-{uuid.uuid4().hex[:10]}"
-    yield Lease(client, key_prefix=prefix)
-    for key in client.scan_iter(f"{prefix}:*"):
+    keys = Keys(f"test-{uuid.uuid4().hex[:10]}")
+    yield Lease(client, keys.lease)
+    for key in client.scan_iter(keys.pattern):
         client.delete(key)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from fleet.control.keys import Keys
 from fleet.control.routing import membership
 from fleet.control.routing.sharding import NoWorkers, moved_share
 from tests.support.redis_server import RedisServer
@@ -28,7 +29,7 @@ def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def prefix(client: redis.Redis) -> Iterator[str]:
     name = f"test-{uuid.uuid4().hex[:10]}"
     yield name
-    for key in client.scan_iter(f"{name}:*"):
+    for key in client.scan_iter(Keys(name).pattern):
         client.delete(key)
 
 
@@ -80,7 +81,7 @@ def test_a_heartbeat_after_expiry_is_refused_until_the_worker_registers_again(
 def test_a_heartbeat_extends_the_deadline(client: redis.Redis, prefix: str) -> None:
     register_all(client, prefix, ["worker-a"], ttl=0.3)
     assert membership.heartbeat(client, "worker-a", ttl=30, prefix=prefix)
-    deadline = client.zscore(membership.WORKERS_KEY.format(prefix=prefix), "worker-a")
+    deadline = client.zscore(Keys(prefix).workers, "worker-a")
     seconds, micros = client.time()
     assert deadline is not None
     assert deadline - (seconds * 1000 + micros // 1000) > 10_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fleet.control.backoff import next_due
+from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import ClusterCredentials, ClusterRecord
 from fleet.control.routing import membership
-from fleet.control.routing.owners import instance_key
 from fleet.control.scheduler import JITTER_SHARE, Scheduler
 from fleet.control.windows import SyncWindow
 from tests.support.fleet import FleetEnv
@@ -47,7 +47,7 @@ def test_a_deny_window_keeps_an_instance_due_until_it_closes(registry: FleetEnv)
     report = scheduler.tick(inside)
     assert report.dispatched == []
     assert report.blocked[instance_key(app, "us")].startswith(f"sync blocked: {app} is inside")
-    assert registry.redis.hget(scheduler.blocked_key, instance_key(app, "us"))
+    assert registry.redis.hget(registry.store.keys.scheduler_blocked, instance_key(app, "us"))
     assert scheduler.tick(inside + 3600).dispatched == [instance_key(app, "us")]
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engine.render.stage import Renderer, RenderParams, RenderResult
+from fleet.engine.render.cache import Renderer, RenderResult
+from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import SourceCache
 from fleet.errors import RenderError
 from tests.support.gitrepo import GitRepo

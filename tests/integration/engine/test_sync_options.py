@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fleet.engine.diff.compare import IgnoreRules
 from fleet.kube.client import KubeClient
-from fleet.model import Action, ObjectRef
+from fleet.model import Action, ObjectRef, Trigger
 from tests.integration.engine.sync_helpers import scenario_for
 from tests.support import manifests as m
 
@@ -151,13 +151,13 @@ def test_an_automated_sync_leaves_a_self_heal_paused_object_alone_and_a_manual_o
         content_type="application/merge-patch+json",
         params={"fieldManager": "kubectl"},
     )
-    automated = s.sync(trigger="interval")
+    automated = s.sync(trigger=Trigger.INTERVAL)
     assert automated.error == ""
     assert [r.action for r in automated.resources] == [Action.SKIPPED]
     assert "self-heal paused" in automated.resources[0].message
     assert automated.sync_status == "OutOfSync"
     assert s.get("v1", "ConfigMap", "debug-me")["data"]["level"] == "debug"
-    manual = s.sync(trigger="manual")
+    manual = s.sync(trigger=Trigger.MANUAL)
     assert [r.action for r in manual.resources] == [Action.CONFIGURED]
     assert s.get("v1", "ConfigMap", "debug-me")["data"]["level"] == "info"
 

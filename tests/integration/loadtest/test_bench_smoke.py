@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.png import PNG_SIGNATURE
 from loadtest.report import PLOTS, REQUIRED_FIGURES, markdown
 from tests.support.paths import REPO_ROOT
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SECTIONS = {"machine", "versions", "parameters", "figures", "targets", "details", "methods"}
 
 

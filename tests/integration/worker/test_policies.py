@@ -6,10 +6,10 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from fleet.control.routing.owners import instance_key
+from fleet.control.registry.instances import instance_key
 from fleet.control.scheduler import Scheduler
 from fleet.control.windows import SyncWindow
-from fleet.model import ObjectRef
+from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, WorkerThread, wait_until
 
 ALWAYS = {"schedule": "* * * * *", "duration": "1h"}
@@ -26,7 +26,9 @@ def _one_app(fleet: FleetEnv, **policy: Any) -> tuple[str, str]:
     return app, cluster
 
 
-def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: str = "manual") -> dict[str, Any]:
+def _sync(
+    fleet: FleetEnv, app: str, cluster: str, trigger: Trigger = Trigger.MANUAL
+) -> dict[str, Any]:
     ref = fleet.dispatcher.request_sync(app, cluster, trigger=trigger)
     result = fleet.dispatcher.wait(ref, timeout=120)
     assert result is not None, f"no result for {trigger} sync of {app}"
@@ -43,11 +45,11 @@ def test_a_deny_window_blocks_automated_syncs_and_a_manual_sync_may_override_it(
     instance = instance_key(app, cluster)
     assert report.dispatched == []
     assert "sync blocked" in report.blocked[instance]
-    skipped = _sync(fleet, app, cluster, trigger="webhook")
+    skipped = _sync(fleet, app, cluster, trigger=Trigger.WEBHOOK)
     assert skipped["result"] == "skipped"
     assert skipped["message"].startswith(f"sync blocked: {app} is inside deny window")
-    assert fleet.store.history(app, cluster)[0]["result"] == "skipped"
-    assert fleet.status(app, cluster)["message"] == skipped["message"]
+    assert fleet.store.history(app, cluster)[0].result == "skipped"
+    assert fleet.status(app, cluster).message == skipped["message"]
     assert fleet.live(cluster, _cm(app)) is None
     manual = _sync(fleet, app, cluster)
     assert (manual["result"], manual["sync_status"]) == ("succeeded", "Synced"), manual
@@ -103,9 +105,9 @@ def test_self_heal_reverts_a_manual_edit_of_a_managed_configmap(fleet: FleetEnv)
         what="record",
     )
     history = fleet.store.history(app, cluster)
-    assert history[0]["trigger"] == "self-heal"
-    assert history[0]["result"] == "succeeded"
-    assert any(r["action"] == "configured" for r in history[0]["resources"])
+    assert history[0].trigger == "self-heal"
+    assert history[0].result == "succeeded"
+    assert any(r.action == "configured" for r in history[0].resources)
 
 
 def test_the_pause_annotation_leaves_a_manual_edit_in_place(fleet: FleetEnv) -> None:
@@ -122,7 +124,7 @@ def test_the_pause_annotation_leaves_a_manual_edit_in_place(fleet: FleetEnv) -> 
     assert selfheal.flush(now=float("inf")) == []  # nothing is waiting to heal
     assert fleet.idle()
     assert fleet.live(cluster, _cm(app))["data"] == {"k": "mine"}
-    assert [h["trigger"] for h in fleet.store.history(app, cluster)] == ["manual"]
+    assert [h.trigger for h in fleet.store.history(app, cluster)] == ["manual"]
 
 
 def test_a_failed_sync_is_retried_with_backoff_up_to_the_retry_limit(fleet: FleetEnv) -> None:
@@ -142,9 +144,9 @@ def test_a_failed_sync_is_retried_with_backoff_up_to_the_retry_limit(fleet: Flee
         what="retries",
     )
     wait_until(fleet.idle, timeout=30, what="no retry left")
-    attempts = [h["attempt"] for h in reversed(fleet.store.history(app, cluster))]
+    attempts = [h.attempt for h in reversed(fleet.store.history(app, cluster))]
     assert attempts == [0, 1, 2]
-    assert all(h["trigger"] == "manual" for h in fleet.store.history(app, cluster))
+    assert all(h.trigger == "manual" for h in fleet.store.history(app, cluster))
 
 
 def test_self_heal_gives_up_on_an_object_another_controller_keeps_changing(
@@ -175,17 +177,17 @@ def test_self_heal_gives_up_on_an_object_another_controller_keeps_changing(
     fighter.start()
     try:
         wait_until(
-            lambda: "self-heal stopped" in fleet.status(app, cluster).get("message", ""),
+            lambda: "self-heal stopped" in fleet.status(app, cluster).message,
             timeout=90,
             what="self-heal to give up",
         )
     finally:
         stop.set()
         fighter.join(timeout=10)
-    message = fleet.status(app, cluster)["message"]
+    message = fleet.status(app, cluster).message
     assert message.startswith(f"self-heal stopped for ConfigMap/{app}/settings: it drifted 4 times")
     assert "another controller is likely fighting gitfleet" in message
-    heals = [h for h in fleet.store.history(app, cluster) if h["trigger"] == "self-heal"]
+    heals = [h for h in fleet.store.history(app, cluster) if h.trigger == "self-heal"]
     assert 1 <= len(heals) <= 3
 
 
@@ -194,7 +196,7 @@ def test_a_cascading_delete_prunes_the_apps_objects_and_then_its_record(fleet: F
     fleet.worker_thread("alpha")
     assert _sync(fleet, app, cluster)["result"] == "succeeded"
     fleet.store.mark_deleting(app)
-    result = _sync(fleet, app, cluster, trigger="delete")
+    result = _sync(fleet, app, cluster, trigger=Trigger.DELETE)
     assert result["result"] == "deleted", result
     assert fleet.live(cluster, _cm(app)) is None
     assert fleet.live(cluster, ObjectRef("apps", "v1", "Deployment", app, "web")) is None
@@ -213,12 +215,12 @@ def test_an_app_waits_for_its_dependency_to_be_healthy_then_syncs(fleet: FleetEn
     waiting = _sync(fleet, app, cluster)
     assert waiting["result"] == "waiting"
     assert waiting["message"] == f"waiting for app {base}: {base}@{cluster} is Unknown"
-    assert fleet.status(app, cluster)["message"] == waiting["message"]
+    assert fleet.status(app, cluster).message == waiting["message"]
     assert fleet.live(cluster, _cm(app)) is None
     assert _sync(fleet, base, cluster)["result"] == "succeeded"
     wait_until(
-        lambda: fleet.status(app, cluster).get("sync_status") == "Synced",
+        lambda: fleet.status(app, cluster).sync_status == "Synced",
         timeout=60,
         what="the dependent app to sync once its dependency is Healthy",
     )
-    assert fleet.store.history(app, cluster)[0]["trigger"] == "manual"
+    assert fleet.store.history(app, cluster)[0].trigger == "manual"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.control.policy import normalize_repo
 from fleet.control.pushes import PushLog, SyncedAt, spec_of
-from fleet.control.routing.owners import instance_key
-from fleet.model import ObjectRef
+from fleet.control.registry.instances import instance_key
+from fleet.control.registry.repos import normalize_repo
+from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, WorkerThread, wait_until
 
 
-def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: str) -> dict[str, Any]:
+def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: Trigger) -> dict[str, Any]:
     result = fleet.dispatcher.wait(
         fleet.dispatcher.request_sync(app, cluster, trigger=trigger), 120
     )
@@ -25,7 +25,7 @@ def _requests(worker: WorkerThread, cluster: str) -> int:
 
 def _quiet_ready(fleet: FleetEnv, worker: WorkerThread, app: str, cluster: str) -> bool:
     """The watches started after the last sync, so run periodic syncs until one is quiet."""
-    return _sync(fleet, app, cluster, "interval")["result"] == "unchanged"
+    return _sync(fleet, app, cluster, Trigger.INTERVAL)["result"] == "unchanged"
 
 
 def test_an_untouched_instance_costs_no_api_request_until_something_changes(
@@ -35,14 +35,14 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     fleet.commit_apps([app])
     fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
-    assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+    assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
 
     before = _requests(worker, cluster)
-    quiet = _sync(fleet, app, cluster, "interval")
+    quiet = _sync(fleet, app, cluster, Trigger.INTERVAL)
     assert quiet["result"] == "unchanged"
     assert _requests(worker, cluster) == before
-    assert fleet.status(app, cluster)["sync_status"] == "Synced"
+    assert fleet.status(app, cluster).sync_status == "Synced"
 
     ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
     kube = fleet.clusters[cluster].client()
@@ -57,12 +57,12 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     assert watcher is not None
     instance = instance_key(app, cluster)
     wait_until(lambda: watcher.touched.get(instance, 0) > 0, timeout=30, what="the edit event")
-    healed = _sync(fleet, app, cluster, "interval")
+    healed = _sync(fleet, app, cluster, Trigger.INTERVAL)
     assert healed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v1"}
 
     fleet.commit_apps([app], data="k: v2")  # a push: the webhook's sync fetches at once
-    changed = _sync(fleet, app, cluster, "webhook")
+    changed = _sync(fleet, app, cluster, Trigger.WEBHOOK)
     assert changed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
     kube.close()
@@ -78,7 +78,7 @@ def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
         fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
     for app in apps:
-        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+        assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     for app in apps:
         wait_until(lambda a=app: _quiet_ready(fleet, worker, a, cluster), timeout=60, what=app)
 
@@ -86,7 +86,7 @@ def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
     renders = worker.process.runtime.caches.renderer.renders
     results = {}
     for app in apps:
-        ref = fleet.dispatcher.request_sync(app, cluster, trigger="webhook", revision=sha)
+        ref = fleet.dispatcher.request_sync(app, cluster, trigger=Trigger.WEBHOOK, revision=sha)
         results[app] = fleet.dispatcher.wait(ref, 120)
     assert results[apps[0]] is not None and results[apps[0]]["result"] == "succeeded"
     assert [results[a]["result"] for a in apps[1:]] == ["unchanged"] * 3  # type: ignore[index]
@@ -105,7 +105,7 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
         fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
     for app in apps:
-        assert _sync(fleet, app, cluster, "manual")["result"] == "succeeded"
+        assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     pushes, repo = PushLog(fleet.redis, prefix=fleet.prefix), normalize_repo(fleet.repo_url)
     instances = [instance_key(app, cluster) for app in apps]
     assert pushes.synced(repo, instances) == {
@@ -117,10 +117,10 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
 
     wait_until(lambda: _quiet_ready(fleet, worker, apps[1], cluster), timeout=60, what="quiet")
     second = fleet.commit_apps(apps[:1], data="k: v2")
-    ref = fleet.dispatcher.request_sync(apps[1], cluster, trigger="webhook", revision=second)
+    ref = fleet.dispatcher.request_sync(apps[1], cluster, trigger=Trigger.WEBHOOK, revision=second)
     assert (fleet.dispatcher.wait(ref, 120) or {}).get("result") == "unchanged"
     assert pushes.synced(repo, instances[1:])[instances[1]].revision == second  # checked there
 
     fleet.repo.commit({f"apps/{apps[0]}/cm.yaml": "kind: [broken"})
-    assert _sync(fleet, apps[0], cluster, "manual")["result"] == "failed"
+    assert _sync(fleet, apps[0], cluster, Trigger.MANUAL)["result"] == "failed"
     assert instances[0] not in pushes.synced(repo, instances)  # the next push must sync it

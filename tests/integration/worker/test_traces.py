@@ -12,14 +12,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 
 from api.app import create_app
-from api.deps import optional_dispatcher
+from api.deps import get_dispatcher
 from api.settings import Settings
+from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.telemetry.sdk import setup_tracing
 from tests.support.fleet import FleetEnv, wait_until
 
 TOKEN = "test-admin-token"
 STAGES = ("source", "render", "order", "diff", "apply", "prune", "record")
+
+
+def _last_trace_id(status: InstanceStatus) -> str:
+    return status.last_sync.trace_id if status.last_sync else ""
 
 
 @pytest.fixture
@@ -41,7 +46,7 @@ def api(fleet: FleetEnv) -> Iterator[TestClient]:
     )
     app = create_app(settings)
     dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-    app.dependency_overrides[optional_dispatcher] = lambda: dispatcher
+    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         yield client
 
@@ -66,7 +71,7 @@ def test_an_api_sync_is_one_trace_from_the_request_to_the_worker_stages(
     assert response.status_code == 202, response.text
     trace_id = response.json()["trace_id"]
     wait_until(
-        lambda: (fleet.status(app, cluster).get("last_sync") or {}).get("trace_id") == trace_id,
+        lambda: _last_trace_id(fleet.status(app, cluster)) == trace_id,
         timeout=120,
         what="the sync record with the API's trace id",
     )

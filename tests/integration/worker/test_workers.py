@@ -11,10 +11,11 @@ import threading
 import time
 from collections import Counter
 
+from fleet.control.registry.instances import instance_key
 from fleet.control.routing import membership
-from fleet.control.routing.owners import OwnerMap, instance_key
+from fleet.control.routing.owners import OwnerMap
 from fleet.control.scheduler import Scheduler
-from fleet.model import ObjectRef
+from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, wait_until
 from worker.journal import overlaps
 
@@ -30,9 +31,9 @@ def _deploy(namespace: str) -> ObjectRef:
 def _synced_healthy(env: FleetEnv, instances: list[tuple[str, str]], revision: str = "") -> bool:
     for app, cluster in instances:
         status = env.status(app, cluster)
-        if (status.get("sync_status"), status.get("health")) != ("Synced", "Healthy"):
+        if (status.sync_status, status.health) != ("Synced", "Healthy"):
             return False
-        if revision and status.get("revision") != revision:
+        if revision and status.revision != revision:
             return False
     return True
 
@@ -61,8 +62,8 @@ def test_twenty_apps_over_two_workers_all_become_synced_and_healthy(fleet: Fleet
     for app, cluster in instances:
         assert fleet.live(cluster, _cm(app))["data"] == {"k": "v1"}
         assert fleet.live(cluster, _deploy(app))["spec"]["replicas"] == 1
-        seen = {r["kind"]: r for r in fleet.status(app, cluster)["resources"]}
-        assert seen["Deployment"]["message"] == "1 of 1 replicas available"
+        seen = {r.kind: r for r in fleet.status(app, cluster).resources}
+        assert seen["Deployment"].message == "1 of 1 replicas available"
     owners = OwnerMap(fleet.redis, prefix=fleet.prefix).current()
     entries = fleet.entries()
     assert Counter(e.worker for e in entries) == Counter(owners.values())
@@ -92,7 +93,7 @@ def test_a_killed_workers_apps_move_to_the_survivor_and_sync(fleet: FleetEnv) ->
         assert moved, "the hash ring gave the victim no instance"
         second = fleet.commit_apps(names, data="k: v2")
         for app, cluster in instances:
-            fleet.dispatcher.request_sync(app, cluster, trigger="manual")
+            fleet.dispatcher.request_sync(app, cluster, trigger=Trigger.MANUAL)
         os.kill(victim.pid, signal.SIGKILL)
         killed = time.monotonic()
         victim.wait(timeout=10)
@@ -108,8 +109,8 @@ def test_a_killed_workers_apps_move_to_the_survivor_and_sync(fleet: FleetEnv) ->
     for instance in moved:
         app, cluster = instance.split("@")
         assert fleet.live(cluster, _cm(app))["data"] == {"k": "v2"}
-        last = fleet.status(app, cluster)["last_sync"]
-        assert last["worker"] == "survivor", fleet.worker_log("survivor")
+        last = fleet.status(app, cluster).last_sync
+        assert last is not None and last.worker == "survivor", fleet.worker_log("survivor")
 
 
 def test_one_app_never_syncs_concurrently_and_its_triggers_merge(fleet: FleetEnv) -> None:
@@ -124,7 +125,7 @@ def test_one_app_never_syncs_concurrently_and_its_triggers_merge(fleet: FleetEnv
 
     def trigger(count: int) -> None:
         for _ in range(count):
-            ref = fleet.dispatcher.request_sync(app, cluster, trigger="manual")
+            ref = fleet.dispatcher.request_sync(app, cluster, trigger=Trigger.MANUAL)
             with lock:
                 refs.append(ref)
             time.sleep(0.05)
@@ -178,16 +179,16 @@ def test_a_worker_runs_another_sync_while_one_waits_on_a_wave_gate(fleet: FleetE
     fleet.add_app(slow, cluster)
     fleet.add_app(quick, cluster)
     fleet.worker_thread("alpha", concurrency=2)
-    waiting = fleet.dispatcher.request_sync(slow, cluster, trigger="manual")
+    waiting = fleet.dispatcher.request_sync(slow, cluster, trigger=Trigger.MANUAL)
     service = ObjectRef("", "v1", "Service", slow, "front")
     wait_until(lambda: fleet.live(cluster, service), timeout=60, what="the load balancer")
 
     # the slow sync now waits for a load-balancer address that only this test can give
     done = fleet.dispatcher.wait(
-        fleet.dispatcher.request_sync(quick, cluster, trigger="manual"), 60
+        fleet.dispatcher.request_sync(quick, cluster, trigger=Trigger.MANUAL), 60
     )
     assert done is not None and done["result"] == "succeeded"
-    assert fleet.status(slow, cluster) == {}  # still in its wave gate: no status yet
+    assert fleet.store.get_status(slow, cluster) is None  # still in its wave gate: no status yet
 
     kube = fleet.clusters[cluster].client()
     live = fleet.live(cluster, service)

@@ -1,4 +1,4 @@
-"""Instance keys, rq-safe job ids and how merged sync intents resolve."""
+"""Instance keys, rq-safe job ids, who a trigger speaks for, and how merged intents resolve."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import re
 
 import pytest
 
-from fleet.control.routing.owners import instance_key, safe_id, split_instance
+from fleet.control.registry.instances import instance_key, split_instance
+from fleet.control.routing.owners import safe_id
 from fleet.control.routing.pending import Intent, merged
+from fleet.model import Trigger
 
 
 def test_an_instance_key_splits_at_the_first_at_sign() -> None:
@@ -28,14 +30,19 @@ def test_safe_ids_do_not_collide_for_an_underscore_and_its_escape() -> None:
     assert safe_id("a_40b") != safe_id("a@b")
 
 
+def test_a_person_asks_by_hand_rollback_or_cli_and_automation_by_webhook_interval_or_heal() -> None:
+    assert {t for t in Trigger if t.by_person} == {"manual", "rollback", "cli"}
+    assert {t for t in Trigger if t.automated} == {"webhook", "interval", "self-heal"}
+
+
 def test_a_manual_intent_is_not_replaced_by_an_automated_one() -> None:
-    manual = Intent("manual", "v2")
-    assert merged(manual, Intent("interval")) == manual
-    assert merged(Intent("interval"), manual) == manual
-    assert merged(manual, Intent("rollback", "v1")) == Intent("rollback", "v1")
-    assert merged(Intent("webhook"), Intent("self-heal")) == Intent("self-heal")
+    manual = Intent(Trigger.MANUAL, "v2")
+    assert merged(manual, Intent(Trigger.INTERVAL)) == manual
+    assert merged(Intent(Trigger.INTERVAL), manual) == manual
+    assert merged(manual, Intent(Trigger.ROLLBACK, "v1")) == Intent(Trigger.ROLLBACK, "v1")
+    assert merged(Intent(Trigger.WEBHOOK), Intent(Trigger.SELF_HEAL)) == Intent(Trigger.SELF_HEAL)
 
 
 def test_an_intent_survives_its_json_form() -> None:
-    intent = Intent("manual", "v3", {"traceparent": "00-abc-def-01"}, attempt=2)
+    intent = Intent(Trigger.MANUAL, "v3", {"traceparent": "00-abc-def-01"}, attempt=2)
     assert Intent.from_json(intent.to_json()) == intent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.routes.webhooks import revision_matches
-from fleet.control.policy import check_app_allowed, normalize_repo, repo_allowed, request_for
+from fleet.control.policy import check_app_allowed, repo_allowed, request_for
 from fleet.control.registry.records import (
     DEFAULT_PROJECT,
     AppDestination,
@@ -17,7 +17,9 @@ from fleet.control.registry.records import (
     ProjectRecord,
     SyncPolicy,
 )
+from fleet.control.registry.repos import normalize_repo
 from fleet.engine.source.cache import GitCredentials
+from fleet.model import Trigger
 
 
 @pytest.mark.parametrize(
@@ -72,7 +74,7 @@ def test_request_for_maps_source_policy_helm_and_ignore_rules() -> None:
     creds = GitCredentials("bot", "pw")
 
     request = request_for(
-        app, DEFAULT_PROJECT, "east", trigger="webhook", revision="abc", credentials=creds
+        app, DEFAULT_PROJECT, "east", trigger=Trigger.WEBHOOK, revision="abc", credentials=creds
     )
 
     assert (request.app, request.repo, request.path, request.revision) == (
@@ -92,7 +94,7 @@ def test_request_for_maps_source_policy_helm_and_ignore_rules() -> None:
 
 
 def test_the_default_project_lets_every_namespace_and_cluster_kind_through() -> None:
-    request = request_for(shop(), DEFAULT_PROJECT, "east", trigger="manual")
+    request = request_for(shop(), DEFAULT_PROJECT, "east", trigger=Trigger.MANUAL)
 
     assert request.allowed_cluster_kinds is None
     assert request.allowed_namespaces == ("*",)
@@ -108,8 +110,8 @@ def test_a_project_allows_namespaces_per_cluster_and_only_listed_cluster_kinds()
         cluster_kinds=("Namespace",),
     )
 
-    on_prod = request_for(shop(), project, "prod-eu", trigger="manual")
-    on_lab = request_for(shop(), project, "lab", trigger="manual")
+    on_prod = request_for(shop(), project, "prod-eu", trigger=Trigger.MANUAL)
+    on_lab = request_for(shop(), project, "lab", trigger=Trigger.MANUAL)
 
     assert on_prod.allowed_namespaces == ("shop", "sandbox")
     assert on_lab.allowed_namespaces == ("sandbox",)

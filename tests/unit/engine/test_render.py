@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engine.render.stage import Renderer, RenderParams, parse_manifests
+from fleet.engine.render.cache import Renderer
+from fleet.engine.render.job import RenderParams
+from fleet.engine.render.manifests import parse_manifests
 from fleet.engine.source.cache import SourceCache
 from fleet.errors import RenderError
 from tests.support.gitrepo import GitRepo

@@ -15,8 +15,9 @@ import argparse
 import time
 from typing import Any
 
-from cli.client import ClientError, client_of, labels_of, print_json, table
-from cli.sync import parse_duration
+from api.client import ClientError
+from cli.options import client_of, connection_options, labels_of, timeout_seconds
+from cli.output import print_json, table
 
 SYNCED, HEALTHY = "Synced", "Healthy"
 
@@ -168,7 +169,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    timeout = parse_duration(args.timeout)
+    timeout = timeout_seconds(args.timeout)
     want_sync, want_health = args.sync or not args.health, args.health or not args.sync
     deadline = time.monotonic() + timeout
     client = client_of(args)
@@ -214,7 +215,8 @@ def _show(args: argparse.Namespace, data: Any, line: str) -> int:
     return 0
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any) -> None:
+    common = connection_options()
     app = subparsers.add_parser("app", help="create, sync and inspect applications")
     verbs = app.add_subparsers(dest="verb", required=True)
 

@@ -1,0 +1,175 @@
+"""Stage 2's entry point: pick the renderer, run it, and cache the result by what it reads.
+
+Three renderers: plain YAML/JSON directories (`plain`), kustomize (`kustomize`, through
+`kubectl kustomize`) and helm (`helm`, through `helm template`). `auto` picks kustomize when the
+path holds a kustomization, helm when it holds a Chart.yaml, plain otherwise. Results are cached
+by what the render reads and nothing else: the tree id of the path, the ids of directories
+outside it that the render follows (kustomize bases and components, helm `file://`
+dependencies, values files), the renderer, its parameters and the tool's version. A commit that
+does not touch those inputs therefore renders nothing, and the disk cache lets a second one-shot
+process skip rendering too.
+
+Only those inputs are written to the temporary directory a tool runs in (`job.materialize`), so
+a reference the key does not cover fails loudly instead of serving a stale render.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fleet.engine.render import helm, kustomize, plain
+from fleet.engine.render.job import RenderJob, RenderParams, clean
+from fleet.engine.source.cache import Resolved, Snapshot, SourceCache
+from fleet.errors import RenderError
+from fleet.model import Manifest
+
+FORMAT = 1  # bump when the cached representation or a renderer's behaviour changes
+RENDERERS = ("plain", "kustomize", "helm")
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    objects: tuple[Manifest, ...]
+    cache_key: str
+    cached: bool
+    renderer: str
+    inputs: tuple[str, ...] = ()  # repository paths the render read: the app path and more
+
+
+class Renderer:
+    """Renders with a two-level cache (memory LRU, then JSON files under `cache_dir`)."""
+
+    def __init__(self, cache_dir: Path | None, *, memory_entries: int = 512) -> None:
+        self.cache_dir = cache_dir
+        self.memory_entries = memory_entries
+        self.renders = 0
+        self._memory: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def render(
+        self, source: SourceCache, resolved: Resolved, path: str, params: RenderParams
+    ) -> RenderResult:
+        with source.snapshot(resolved) as snap:
+            job = _plan(snap, clean(path), params)
+            key = _cache_key(job)
+            cached = self._load(key)
+            if cached is not None:
+                return RenderResult(cached, key, True, job.renderer, (job.path, *job.inputs))
+            data = _encode(_run(job), job.path)
+        self._store(key, data)
+        with self._lock:
+            self.renders += 1
+        return RenderResult(_decode(data), key, False, job.renderer, (job.path, *job.inputs))
+
+    def _load(self, key: str) -> tuple[Manifest, ...] | None:
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                return _decode(self._memory[key])
+        file = self._file(key)
+        if file is None or not file.is_file():
+            return None
+        data = file.read_bytes()
+        try:
+            objects = _decode(data)
+        except orjson.JSONDecodeError:
+            return None  # a damaged cache file is rendered again and overwritten
+        self._remember(key, data)
+        return objects
+
+    def _store(self, key: str, data: bytes) -> None:
+        self._remember(key, data)
+        file = self._file(key)
+        if file is None:
+            return
+        file.parent.mkdir(parents=True, exist_ok=True)
+        partial = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_bytes(data)
+        partial.replace(file)
+
+    def _remember(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._memory[key] = data
+            self._memory.move_to_end(key)
+            while len(self._memory) > self.memory_entries:
+                self._memory.popitem(last=False)
+
+    def _file(self, key: str) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / key[:2] / f"{key}.json"
+
+
+# -- planning: which renderer, which inputs, which cache key ---------------------------------
+
+
+def _plan(snap: Snapshot, path: str, params: RenderParams) -> RenderJob:
+    renderer = _pick(snap, path, params.renderer)
+    job = RenderJob(snap, path, params, renderer)
+    if renderer == "kustomize":
+        return job.with_inputs(kustomize.inputs(job))
+    if renderer == "helm":
+        return job.with_inputs(helm.inputs(job))
+    return job
+
+
+def _pick(snap: Snapshot, path: str, requested: str) -> str:
+    if requested in RENDERERS:
+        return requested
+    if requested != "auto":
+        raise RenderError(f"unknown renderer {requested!r} for {path or '.'}: use {RENDERERS}")
+    snap.tree_id(path)  # a missing path is a SourceError, not "plain and empty"
+    if kustomize.is_kustomization(snap, path):
+        return "kustomize"
+    if helm.is_chart(snap, path):
+        return "helm"
+    return "plain"
+
+
+def _cache_key(job: RenderJob) -> str:
+    parts: dict[str, Any] = {"format": FORMAT, "renderer": job.renderer}
+    parts["tree"] = job.snap.tree_id(job.path)
+    if job.renderer != "plain":
+        parts["params"] = asdict(job.params)
+        parts["tool"] = tool_version(job.renderer)
+        parts["inputs"] = [[p, _entry_id(job, p)] for p in job.inputs]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _entry_id(job: RenderJob, path: str) -> str:
+    entry = job.snap.entry(path)
+    return entry.id if entry else ""
+
+
+def tool_version(renderer: str) -> str:
+    """The version of the tool behind `renderer` (kustomize or helm)."""
+    return kustomize.tool_version() if renderer == "kustomize" else helm.tool_version()
+
+
+# -- running renderers and the cached representation ----------------------------------------
+
+
+def _run(job: RenderJob) -> list[Manifest]:
+    if job.renderer == "kustomize":
+        return kustomize.render(job)
+    if job.renderer == "helm":
+        return helm.render(job)
+    return plain.render(job)
+
+
+def _encode(objects: list[Manifest], path: str) -> bytes:
+    try:
+        return orjson.dumps(objects, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as e:
+        raise RenderError(f"{path or '.'}: a value cannot be represented in JSON: {e}") from e
+
+
+def _decode(data: bytes) -> tuple[Manifest, ...]:
+    return tuple(orjson.loads(data))
