@@ -1,10 +1,16 @@
 """The coordinator's FastAPI application: `create_app(settings)`.
 
-The lifespan opens one Redis connection pool for the process, the encryption box
-(`fleet.control.registry.secrets`), the store, the metrics registry and the dispatcher that
-enqueues syncs for the workers (`fleet.control.routing.dispatch`). It also makes sure a bootstrap
-admin token exists: GITFLEET_ADMIN_TOKEN when set, otherwise one generated on the very first
-start and printed once to stderr (never logged), since the log may be shipped elsewhere.
+The lifespan refuses to start without GITFLEET_SECRET_KEY (unless `settings.insecure_dev`),
+then opens one Redis connection pool for the process (`fleet.control.connection`), the
+encryption box (`fleet.control.registry.secrets`), the store, the metrics registry and the
+dispatcher that enqueues syncs for the workers (`fleet.control.routing.dispatch`). It also
+makes sure a bootstrap admin token exists: GITFLEET_ADMIN_TOKEN when set, otherwise one
+generated on the very first start and written to a file only its owner may read (mode 0600,
+GITFLEET_ADMIN_TOKEN_FILE, by default under the user's state directory). Only the file's path is
+printed: a token in the output would land in whatever collects it (a journal, a log shipper).
+
+Before any route, `api.gate.RequestGate` checks the bearer token and the body size, so an
+unauthenticated or oversized body is refused before it is read.
 
 Handlers are sync functions over the sync Redis client, so FastAPI runs them in its thread
 pool; none of them runs a sync itself.
@@ -12,34 +18,57 @@ pool; none of them runs a sync itself.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
-from redis import Redis
 
 from api import errors
+from api.gate import RequestGate
 from api.metrics import registry_for
-from api.routes import appops, apps, clusters, ops, projects, tokens, webhooks
+from api.routes import appops, apps, clusters, ops, projects, repositories, tokens, webhooks
 from api.settings import Settings
-from fleet.control.registry.secrets import SecretBox
+from fleet.control.connection import connect
+from fleet.control.registry.secrets import SecretBox, require_key
 from fleet.control.registry.store import Store
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.scheduler import scheduling
+from fleet.errors import UsageError
 
 API_PREFIX = "/api/v1"
 
 
 def _bootstrap(store: Store, settings: Settings) -> None:
     generated = store.tokens.ensure_admin(Settings.reveal(settings.admin_token))
-    if generated:
-        print(
-            "gitfleet: no GITFLEET_ADMIN_TOKEN was set, so this admin token was generated. "
-            f"It is shown only this once:\n\n    {generated}\n",
-            file=sys.stderr,
-            flush=True,
-        )
+    if not generated:
+        return
+    path = settings.admin_token_file
+    try:
+        write_private(path, generated)
+    except OSError as e:
+        store.tokens.undo_bootstrap()  # the next start generates another
+        raise UsageError(
+            f"cannot write the generated admin token to {path} ({e.strerror}); set "
+            "GITFLEET_ADMIN_TOKEN_FILE to a writable path, or GITFLEET_ADMIN_TOKEN"
+        ) from None
+    print(
+        "gitfleet: no GITFLEET_ADMIN_TOKEN was set, so an admin token was generated and "
+        f"written to {path} (readable by this user only).",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` with mode 0600 (an existing file too), never following a link."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(fd, 0o600)
+        handle.write(text + "\n")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -47,8 +76,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = Redis.from_url(settings.redis_url)
-        box = SecretBox.open(Settings.reveal(settings.secret_key), redis, prefix=settings.prefix)
+        key = Settings.reveal(settings.secret_key)
+        require_key(key, insecure_dev=settings.insecure_dev)
+        redis = connect(settings.redis_url)
+        box = SecretBox.open(key, redis, prefix=settings.prefix, insecure_dev=settings.insecure_dev)
         store = Store(redis, box, prefix=settings.prefix)
         _bootstrap(store, settings)
         app.state.settings = settings
@@ -71,8 +102,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    webhook_paths = [f"{API_PREFIX}{webhooks.router.prefix}/git", f"{webhooks.router.prefix}/git"]
+    app.add_middleware(
+        RequestGate, settings=settings, protected=f"{API_PREFIX}/", webhooks=webhook_paths
+    )
     app.include_router(ops.router)
-    for module in (clusters, projects, apps, appops, tokens, webhooks):
+    for module in (clusters, projects, repositories, apps, appops, tokens, webhooks):
         app.include_router(module.router, prefix=API_PREFIX)
     # Git hosts are configured with a bare URL too, as the issue and Argo CD users expect.
     app.include_router(webhooks.router, include_in_schema=False)

@@ -3,14 +3,17 @@
 One model serves both directions (`AppIn.record()` and `AppIn.of(record)`), so a GET body can
 be edited and PUT back unchanged. Durations accept seconds or "90s" / "5m" / "1h30m" and come
 back as seconds. Sync windows are checked by `fleet.control.windows.SyncWindow` itself, whose errors
-name the bad field. Git credentials are write-only: GET says only `hasCredentials`.
+name the bad field; one that never opens (`fleet.control.windows.check_opens`) is refused on input
+only, so a record stored before that check can still be read and fixed. Git credentials are
+write-only: GET says only `hasCredentials`.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, model_validator
 
 from api.schemas import ApiModel, Labels, Name, Seconds
 from fleet.control.registry.records import (
@@ -23,8 +26,11 @@ from fleet.control.registry.records import (
     SyncPolicy,
 )
 from fleet.control.registry.repos import has_credentials
-from fleet.control.windows import SyncWindow
+from fleet.control.windows import SyncWindow, check_opens
 from fleet.engine.source.cache import GitCredentials
+from fleet.engine.source.remotes import shown
+
+STORED = "stored"  # validation context of `AppIn.of`: a record read back, not a request
 
 
 def _repo(value: str) -> str:
@@ -91,8 +97,10 @@ class SyncWindowIn(ApiModel):
     applications: list[str] = Field(default_factory=lambda: ["*"])
 
     @model_validator(mode="after")
-    def _valid(self) -> SyncWindowIn:
-        self.window()
+    def _valid(self, info: ValidationInfo) -> SyncWindowIn:
+        window = self.window()
+        if not (info.context or {}).get(STORED):
+            check_opens(window, datetime.now(UTC))  # a well-formed cron that never fires
         return self
 
     def window(self) -> SyncWindow:
@@ -169,7 +177,7 @@ class AppIn(ApiModel):
                 "name": record.name,
                 "project": record.project,
                 "source": {
-                    "repo": src.repo,
+                    "repo": shown(src.repo),  # a record from before user-info was refused
                     "path": src.path,
                     "revision": src.revision,
                     "helm": {
@@ -185,7 +193,8 @@ class AppIn(ApiModel):
                 },
                 "sync_policy": _policy_data(policy),
                 "depends_on": list(record.depends_on),
-            }
+            },
+            context={STORED: True},
         )
 
 

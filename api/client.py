@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,6 +114,7 @@ class CoordinatorClient:
             **self.headers,
             "Content-Type": "application/json",
             "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": str(uuid.uuid4()),  # each delivery is accepted once
             "X-Hub-Signature-256": signature,
         }
         try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import yaml
@@ -19,6 +21,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -30,10 +33,12 @@ from fleet.control.registry.records import (
     ClusterCredentials,
     ClusterRecord,
     Destination,
+    DestinationServiceAccount,
     ProjectRecord,
     Role,
 )
 from fleet.control.windows import parse_duration
+from fleet.engine.limits import Limits
 from fleet.errors import UsageError
 from fleet.kube.kubeconfig import parse as parse_kubeconfig
 
@@ -211,22 +216,96 @@ class DestinationIn(ApiModel):
     namespace: str = "*"
 
 
+def _service_account(value: str) -> str:
+    namespace, colon, name = value.partition(":")
+    if not colon or not DNS1123.match(namespace) or not DNS1123.match(name) or ":" in name:
+        raise ValueError(
+            f"{value!r} is not a ServiceAccount as namespace:name (each a DNS-1123 label): the "
+            "namespace is always named, so an app cannot pick an account by its destination"
+        )
+    return value
+
+
+class DestinationServiceAccountIn(ApiModel):
+    """Act as `serviceAccount` (`namespace:name`) on matching clusters and namespaces."""
+
+    cluster: str
+    namespace: str = "*"
+    service_account: Annotated[str, AfterValidator(_service_account)]
+
+
+def _strong(value: SecretStr) -> SecretStr:
+    if len(value.get_secret_value()) < 16:
+        raise ValueError("a webhook secret needs at least 16 characters (GitHub: use a random one)")
+    return value
+
+
+WebhookSecret = Annotated[SecretStr, AfterValidator(_strong)]
+
+
+_LIMITS = Limits()
+_TIB = 1024**4
+
+
+class LimitsIn(ApiModel):
+    """Bounds on fetching and rendering a project's repositories (`fleet.engine.limits` gives
+    each default and why); a field left out keeps its default. `maxDepth` stays at most 200:
+    deeper documents would reach the recursion limits of the stages after the render; timeouts
+    at most an hour, byte counts at most 1 TiB (what a process limit can hold)."""
+
+    max_file_bytes: int = Field(default=_LIMITS.max_file_bytes, gt=0, le=_TIB)
+    max_render_bytes: int = Field(default=_LIMITS.max_render_bytes, gt=0, le=_TIB)
+    max_objects: int = Field(default=_LIMITS.max_objects, gt=0)
+    max_depth: int = Field(default=_LIMITS.max_depth, gt=0, le=200)
+    max_alias_nodes: int = Field(default=_LIMITS.max_alias_nodes, ge=0)
+    render_timeout_s: float = Field(default=_LIMITS.render_timeout_s, gt=0, le=3600)
+    render_memory_bytes: int = Field(default=_LIMITS.render_memory_bytes, gt=0, le=_TIB)
+    max_fetch_bytes: int = Field(default=_LIMITS.max_fetch_bytes, gt=0, le=_TIB)
+    fetch_timeout_s: float = Field(default=_LIMITS.fetch_timeout_s, gt=0, le=3600)
+
+    def record(self) -> Limits:
+        return Limits(**self.model_dump())
+
+    @classmethod
+    def of(cls, limits: Limits) -> LimitsIn:
+        return cls.model_validate(dataclasses.asdict(limits))
+
+
 class ProjectIn(ApiModel):
-    """Globs of allowed repos and destinations; cluster-scoped kinds as `group/Kind` or `*`."""
+    """Globs of allowed repos and destinations; cluster-scoped kinds as `group/Kind` or `*`;
+    the ServiceAccount to act as per destination (first match wins); whether renders may fetch
+    remote kustomize resources and helm dependencies; the limits on fetch and render."""
 
     name: Name
     description: str = ""
     source_repos: list[str] = []
     destinations: list[DestinationIn] = []
     cluster_kinds: list[Kind] = []
+    destination_service_accounts: list[DestinationServiceAccountIn] = []
+    # write-only (never in a response); left out of a PUT, the stored one is kept; null drops it
+    webhook_secret: WebhookSecret | None = Field(default=None, exclude=True)
+    has_webhook_secret: bool = False  # read-only: what GET says; ignored on input
+    allow_remote_renders: bool = False
+    limits: LimitsIn = Field(default_factory=LimitsIn)
 
-    def record(self) -> ProjectRecord:
+    def secret(self) -> str | None:
+        return self.webhook_secret.get_secret_value() if self.webhook_secret else None
+
+    def record(self, *, keep_webhook_secret: bool = False) -> ProjectRecord:
+        """The record; `keep_webhook_secret` marks a stored secret as still in use."""
         return ProjectRecord(
+            has_webhook_secret=keep_webhook_secret,
             name=self.name,
             description=self.description,
             source_repos=tuple(self.source_repos),
             destinations=tuple(Destination(d.cluster, d.namespace) for d in self.destinations),
             cluster_kinds=tuple(self.cluster_kinds),
+            destination_service_accounts=tuple(
+                DestinationServiceAccount(a.cluster, a.namespace, a.service_account)
+                for a in self.destination_service_accounts
+            ),
+            allow_remote_renders=self.allow_remote_renders,
+            limits=self.limits.record(),
         )
 
     @classmethod
@@ -239,16 +318,43 @@ class ProjectIn(ApiModel):
                 DestinationIn(cluster=d.cluster, namespace=d.namespace) for d in record.destinations
             ],
             cluster_kinds=list(record.cluster_kinds),
+            destination_service_accounts=[
+                DestinationServiceAccountIn(
+                    cluster=a.cluster, namespace=a.namespace, service_account=a.service_account
+                )
+                for a in record.destination_service_accounts
+            ],
+            has_webhook_secret=record.has_webhook_secret,
+            allow_remote_renders=record.allow_remote_renders,
+            limits=LimitsIn.of(record.limits),
         )
 
 
 class TokenIn(ApiModel):
+    """A token; it may expire, at `expiresAt` (ISO 8601) or `ttl` from now (seconds, or a
+    duration like "12h"), not both; without either it lives until revoked."""
+
     name: Name
     role: Role
     project: Name | None = None
+    expires_at: datetime | None = None
+    ttl: Seconds | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _project_for_members(self) -> TokenIn:
         if (self.role == Role.MEMBER) != (self.project is not None):
             raise ValueError("project: give a project for a member token, and only for one")
+        if self.expires_at is not None and self.ttl is not None:
+            raise ValueError("give expiresAt or ttl, not both")
+        expires = self.expires()
+        if expires is not None and expires <= datetime.now(UTC):
+            raise ValueError("expiresAt: must be in the future")
         return self
+
+    def expires(self) -> datetime | None:
+        """When the token stops working (a naive `expiresAt` is read as UTC)."""
+        if self.ttl is not None:
+            return datetime.now(UTC) + timedelta(seconds=self.ttl)
+        if self.expires_at is not None and self.expires_at.tzinfo is None:
+            return self.expires_at.replace(tzinfo=UTC)
+        return self.expires_at

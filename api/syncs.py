@@ -14,12 +14,12 @@ its own triggers, and the worker checks every sync again before it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry import propagate, trace
 
 from api.deps import QueuedJob, SyncRequester
 from fleet.control.registry.records import AppRecord
+from fleet.control.registry.syncrecords import OperationJob
 from fleet.model import Trigger
 
 tracer = trace.get_tracer("gitfleet.api")
@@ -30,11 +30,11 @@ class Enqueued:
     trace_id: str
     refs: list[tuple[str, QueuedJob]]
 
-    def jobs(self) -> list[dict[str, Any]]:
-        return [
-            {"cluster": c, "job_id": r.job_id, "queue": r.queue, "merged": r.merged}
+    def jobs(self) -> tuple[OperationJob, ...]:
+        return tuple(
+            OperationJob(cluster=c, job_id=r.job_id, queue=r.queue, merged=r.merged)
             for c, r in self.refs
-        ]
+        )
 
 
 def request_syncs(

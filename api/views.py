@@ -9,13 +9,16 @@ An application's status is the fold of its instances': Synced only when every in
 OutOfSync when any is, Unknown otherwise (including when it targets no cluster); health is
 the worst instance health (`fleet.engine.health.assess.worst`), Unknown for an instance not yet
 synced.
+
+The same models also say what a sync, rollback, delete or diff request answers. The command
+line (`cli.apps`) reads every answer through them, never by key name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from api.appschemas import AppIn
 from fleet.control.registry.records import AppRecord, ClusterRecord
@@ -23,11 +26,15 @@ from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import (
     HistoryRecord,
     InstanceStatus,
+    Operation,
+    OperationJob,
+    PreviewRecord,
     ResourceRecord,
     SyncRecord,
 )
 from fleet.engine.health.assess import worst
-from fleet.model import Health, SyncStatus
+from fleet.engine.source.remotes import shown
+from fleet.model import Action, Health, SyncStatus
 
 
 class View(BaseModel):
@@ -82,8 +89,15 @@ class AppView(View):
 
     name: str
     project: str
+    uid: str = Field(
+        default="",
+        description="the app's identity for life, in its objects' gitfleet.io/tracking ids",
+    )
     spec: dict[str, Any]
-    has_credentials: bool = Field(serialization_alias="hasCredentials")
+    has_credentials: bool = Field(
+        serialization_alias="hasCredentials",
+        validation_alias=AliasChoices("hasCredentials", "has_credentials"),
+    )
     deleting: bool
     created: str
     updated: str
@@ -91,8 +105,12 @@ class AppView(View):
     health: Health
     revision: str
     last_sync: SyncRecord | None
-    last_operation: dict[str, Any] | None
+    last_operation: Operation | None
     instances: list[InstanceView]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what a PUT did that its caller may not expect (git credentials dropped)",
+    )
 
 
 class HistoryView(View):
@@ -100,6 +118,64 @@ class HistoryView(View):
 
     app: str
     clusters: dict[str, list[HistoryRecord]]
+
+
+class Accepted(View):
+    """What a sync request answers (202): the trace to follow and each instance's job."""
+
+    app: str
+    trace_id: str
+    jobs: tuple[OperationJob, ...]
+
+
+class RollbackAccepted(Accepted):
+    """A rollback's 202; `automated_paused`: it turned automated sync off."""
+
+    revision: str
+    automated_paused: bool
+
+
+class Deleted(View):
+    """What DELETE answers: `deleted` at once (no cascade, or no instance), or `deleting` while
+    each instance's worker prunes (202, with the trace and the jobs)."""
+
+    app: str
+    deleted: bool
+    deleting: bool = False
+    trace_id: str = ""
+    jobs: tuple[OperationJob, ...] = ()
+
+
+class ClusterDiff(View):
+    """What a sync would change on one cluster; `pending`: its preview has not answered yet."""
+
+    cluster: str
+    pending: bool
+    revision: str = ""
+    error: str = ""
+    changes: tuple[ResourceRecord, ...] = ()
+
+    @classmethod
+    def of(cls, cluster: str, preview: PreviewRecord | None) -> ClusterDiff:
+        if preview is None:
+            return cls(cluster=cluster, pending=True)
+        changes = tuple(r for r in preview.resources if r.action != Action.UNCHANGED)
+        return cls(
+            cluster=cluster,
+            pending=False,
+            revision=preview.revision,
+            error=preview.error,
+            changes=changes,
+        )
+
+
+class DiffView(View):
+    """What a sync would change on each cluster; `in_sync`: nothing, and no error."""
+
+    app: str
+    trace_id: str
+    in_sync: bool
+    clusters: list[ClusterDiff]
 
 
 def fold_sync(instances: list[InstanceView]) -> SyncStatus:
@@ -130,7 +206,7 @@ def summary(
     return AppSummary(
         name=record.name,
         project=record.project,
-        repo=record.source.repo,
+        repo=shown(record.source.repo),
         path=record.source.path,
         revision=record.source.revision,
         clusters=[i.cluster for i in instances],
@@ -149,6 +225,7 @@ def app_view(store: Store, record: AppRecord) -> AppView:
     return AppView(
         name=record.name,
         project=record.project,
+        uid=record.owner_uid,
         spec=AppIn.of(record).model_dump(by_alias=True, exclude={"credentials", "name"}),
         has_credentials=record.has_credentials,
         deleting=record.deleting,

@@ -1,4 +1,9 @@
-"""`gitfleet api [--host H] [--port P]`: run the coordinator (`api.app`) under uvicorn.
+"""`gitfleet api [--host H] [--port P] [--insecure-dev]`: run the coordinator under uvicorn.
+
+Before uvicorn starts, the command checks what the coordinator cannot run without, so a
+misconfiguration is one line naming the variable (exit code 2), not a traceback from the
+lifespan: GITFLEET_SECRET_KEY (unless `--insecure-dev`) and a Redis that accepts
+GITFLEET_REDIS_URL, password and TLS settings included (`fleet.control.connection`).
 
 The coordinator's modules (FastAPI, uvicorn) load only when this command runs, not whenever
 `cli.main` builds its parser.
@@ -9,6 +14,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+INSECURE_DEV_HELP = (
+    "run without GITFLEET_SECRET_KEY: credentials are then encrypted with a key kept in Redis, "
+    "which protects nothing from anyone who can read Redis (a local trial only)"
+)
+
 
 def run(args: argparse.Namespace) -> int:
     import logging
@@ -16,11 +26,17 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.settings import Settings
+    from fleet.control.connection import connect
+    from fleet.control.registry.secrets import require_key
     from fleet.telemetry.sdk import setup_tracing
 
+    settings = Settings.from_env().model_copy(update={"insecure_dev": args.insecure_dev})
+    require_key(Settings.reveal(settings.secret_key), insecure_dev=settings.insecure_dev)
+    connect(settings.redis_url).close()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     setup_tracing("gitfleet-api")
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info")
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     return 0
 
 
@@ -28,4 +44,5 @@ def register(subparsers: Any) -> None:
     api = subparsers.add_parser("api", help="run the coordinator API (FastAPI under uvicorn)")
     api.add_argument("--host", default="127.0.0.1")
     api.add_argument("--port", type=int, default=8080)
+    api.add_argument("--insecure-dev", action="store_true", help=INSECURE_DEV_HELP)
     api.set_defaults(run=run)

@@ -13,13 +13,28 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from api.appschemas import STORED, AppIn
 from api.client import ClientError
+from api.views import (
+    Accepted,
+    AppSummary,
+    AppView,
+    Deleted,
+    DiffView,
+    HistoryView,
+    RollbackAccepted,
+)
 from cli.options import client_of, connection_options, labels_of, timeout_seconds
 from cli.output import print_json, table
+from fleet.control.registry.syncrecords import ResourceRecord, SyncRecord
+from fleet.model import Health, SyncStatus
 
-SYNCED, HEALTHY = "Synced", "Healthy"
+SUMMARIES: TypeAdapter[list[AppSummary]] = TypeAdapter(list[AppSummary])
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -47,62 +62,56 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_get(args: argparse.Namespace) -> int:
-    view = client_of(args).call("GET", f"/api/v1/apps/{args.name}")
+    answer = client_of(args).call("GET", f"/api/v1/apps/{args.name}")
     if args.output == "json":
-        print_json(view)
+        print_json(answer)
         return 0
-    print(describe(view))
+    print(describe(AppView.model_validate(answer)))
     return 0
 
 
-def describe(view: dict[str, Any]) -> str:
-    source = view["spec"]["source"]
+def describe(view: AppView) -> str:
+    spec = {**view.spec, "name": view.name}
+    source = AppIn.model_validate(spec, context={STORED: True}).source  # as stored, even if stale
     lines = [
-        f"app {view['name']} (project {view['project']})",
-        f"source   {source['repo']} {source['path']} @ {source['revision']}",
-        f"status   {view['sync_status']} / {view['health']}  revision {view['revision'] or '-'}",
+        f"app {view.name} (project {view.project})",
+        f"source   {source.repo} {source.path} @ {source.revision}",
+        f"status   {view.sync_status} / {view.health}  revision {view.revision or '-'}",
         "",
     ]
     rows = [
         [
-            i["cluster"],
-            i["sync_status"],
-            i["health"],
-            (i["revision"] or "-")[:12],
-            (i["last_sync"] or {}).get("trace_id") or "-",
-            i["message"].replace("\n", " ")[:80],
+            i.cluster,
+            i.sync_status,
+            i.health,
+            (i.revision or "-")[:12],
+            (i.last_sync.trace_id if i.last_sync else "") or "-",
+            i.message.replace("\n", " ")[:80],
         ]
-        for i in view["instances"]
+        for i in view.instances
     ]
     lines.append(table(rows, ["CLUSTER", "SYNC", "HEALTH", "REVISION", "TRACE", "MESSAGE"]))
-    for instance in view["instances"]:
-        lines += ["", f"objects on {instance['cluster']}:", _objects(instance["resources"])]
+    for instance in view.instances:
+        lines += ["", f"objects on {instance.cluster}:", _objects(instance.resources)]
     return "\n".join(lines)
 
 
-def _objects(resources: list[dict[str, Any]]) -> str:
+def _objects(resources: Sequence[ResourceRecord]) -> str:
     rows = [
-        [
-            r.get("kind", ""),
-            r.get("namespace", ""),
-            r.get("name", ""),
-            r.get("action", ""),
-            r.get("health", ""),
-            str(r.get("message", "")).replace("\n", " ")[:80],
-        ]
+        [r.kind, r.namespace, r.name, r.action, r.health, r.message.replace("\n", " ")[:80]]
         for r in resources
     ]
     return table(rows, ["KIND", "NAMESPACE", "NAME", "ACTION", "HEALTH", "MESSAGE"])
 
 
 def run_list(args: argparse.Namespace) -> int:
-    apps = client_of(args).call("GET", "/api/v1/apps")
+    answer = client_of(args).call("GET", "/api/v1/apps")
     if args.output == "json":
-        print_json(apps)
+        print_json(answer)
         return 0
     rows = [
-        [a["name"], a["project"], ",".join(a["clusters"]) or "-", a["sync_status"], a["health"]]
-        for a in apps
+        [a.name, a.project, ",".join(a.clusters) or "-", a.sync_status, a.health]
+        for a in SUMMARIES.validate_python(answer)
     ]
     print(table(rows, ["NAME", "PROJECT", "CLUSTERS", "SYNC", "HEALTH"]))
     return 0
@@ -112,21 +121,23 @@ def run_sync(args: argparse.Namespace) -> int:
     body = {"revision": args.revision, "dryRun": args.dry_run, "cluster": args.cluster}
     body = {k: v for k, v in body.items() if v not in (None, False)}
     answer = client_of(args).call("POST", f"/api/v1/apps/{args.name}/sync", body=body)
-    return _show(args, answer, _jobs_line(f"sync of {args.name} requested", answer))
+    accepted = Accepted.model_validate(answer)
+    return _show(args, answer, _jobs_line(f"sync of {args.name} requested", accepted))
 
 
 def run_diff(args: argparse.Namespace) -> int:
     params = {"cluster": args.cluster} if args.cluster else None
     answer = client_of(args).call("GET", f"/api/v1/apps/{args.name}/diff", params=params)
+    diff = DiffView.model_validate(answer)
     if args.output == "json":
         print_json(answer)
     else:
-        for found in answer["clusters"]:
-            print(f"cluster {found['cluster']} at {found.get('revision', '')[:12] or '-'}:")
-            print(_objects(found["changes"]) if found["changes"] else "  in sync")
-            if found["error"]:
-                print(f"  error: {found['error']}")
-    return 0 if answer["in_sync"] else 1
+        for found in diff.clusters:
+            print(f"cluster {found.cluster} at {found.revision[:12] or '-'}:")
+            print(_objects(found.changes) if found.changes else "  in sync")
+            if found.error:
+                print(f"  error: {found.error}")
+    return 0 if diff.in_sync else 1
 
 
 def run_history(args: argparse.Namespace) -> int:
@@ -135,17 +146,18 @@ def run_history(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(answer)
         return 0
+    history = HistoryView.model_validate(answer)
     rows = [
         [
             cluster,
-            r.get("finished", ""),
-            r.get("trigger", ""),
-            str(r.get("revision", ""))[:12],
-            r.get("sync_status", ""),
-            r.get("health", ""),
-            r.get("trace_id", ""),
+            r.finished.isoformat() if r.finished else "",
+            r.trigger,
+            r.revision[:12],
+            r.sync_status if isinstance(r, SyncRecord) else "",
+            r.health if isinstance(r, SyncRecord) else "",
+            r.trace_id,
         ]
-        for cluster, found in answer["clusters"].items()
+        for cluster, found in history.clusters.items()
         for r in found
     ]
     print(table(rows, ["CLUSTER", "FINISHED", "TRIGGER", "REVISION", "SYNC", "HEALTH", "TRACE"]))
@@ -155,8 +167,9 @@ def run_history(args: argparse.Namespace) -> int:
 def run_rollback(args: argparse.Namespace) -> int:
     body = {"revision": args.revision}
     answer = client_of(args).call("POST", f"/api/v1/apps/{args.name}/rollback", body=body)
-    line = _jobs_line(f"rollback of {args.name} to {args.revision} requested", answer)
-    if answer.get("automated_paused"):
+    accepted = RollbackAccepted.model_validate(answer)
+    line = _jobs_line(f"rollback of {args.name} to {args.revision} requested", accepted)
+    if accepted.automated_paused:
         line += "; automated sync is now off (turn it back on to track the branch again)"
     return _show(args, answer, line)
 
@@ -164,7 +177,8 @@ def run_rollback(args: argparse.Namespace) -> int:
 def run_delete(args: argparse.Namespace) -> int:
     params = {"cascade": str(not args.no_cascade).lower(), "force": str(args.force).lower()}
     answer = client_of(args).call("DELETE", f"/api/v1/apps/{args.name}", params=params)
-    done = "deleted" if answer.get("deleted") else "is being deleted (pruning its objects)"
+    deleted = Deleted.model_validate(answer).deleted
+    done = "deleted" if deleted else "is being deleted (pruning its objects)"
     return _show(args, answer, f"app {args.name} {done}")
 
 
@@ -176,7 +190,7 @@ def run_wait(args: argparse.Namespace) -> int:
     waiting = ["an answer from the server"]
     while time.monotonic() < deadline:
         try:
-            view = client.call("GET", f"/api/v1/apps/{args.name}")
+            view = AppView.model_validate(client.call("GET", f"/api/v1/apps/{args.name}"))
             waiting = waiting_for(view, sync=want_sync, health=want_health)
         except ClientError as e:
             if "cannot reach" not in str(e):
@@ -189,22 +203,22 @@ def run_wait(args: argparse.Namespace) -> int:
     return 1
 
 
-def waiting_for(view: dict[str, Any], *, sync: bool, health: bool) -> list[str]:
+def waiting_for(view: AppView, *, sync: bool, health: bool) -> list[str]:
     """What keeps the app from being done, one phrase per instance and condition."""
-    if not view["instances"]:
+    if not view.instances:
         return ["a target cluster (the app targets none)"]
     missing = []
-    for i in view["instances"]:
-        if sync and i["sync_status"] != SYNCED:
-            missing.append(f"{i['cluster']} to be {SYNCED} (is {i['sync_status']})")
-        if health and i["health"] != HEALTHY:
-            missing.append(f"{i['cluster']} to be {HEALTHY} (is {i['health']})")
+    for i in view.instances:
+        if sync and i.sync_status != SyncStatus.SYNCED:
+            missing.append(f"{i.cluster} to be {SyncStatus.SYNCED} (is {i.sync_status})")
+        if health and i.health != Health.HEALTHY:
+            missing.append(f"{i.cluster} to be {Health.HEALTHY} (is {i.health})")
     return missing
 
 
-def _jobs_line(prefix: str, answer: dict[str, Any]) -> str:
-    jobs = ", ".join(f"{j['cluster']}: {j['job_id']}" for j in answer.get("jobs", []))
-    return f"{prefix} ({jobs}); trace {answer.get('trace_id') or '-'}"
+def _jobs_line(prefix: str, answer: Accepted) -> str:
+    jobs = ", ".join(f"{j.cluster}: {j.job_id}" for j in answer.jobs)
+    return f"{prefix} ({jobs}); trace {answer.trace_id or '-'}"
 
 
 def _show(args: argparse.Namespace, data: Any, line: str) -> int:

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "cli.api_server",
     "cli.clusters",
     "cli.apps",
+    "cli.repos",
     "cli.worker",
     "cli.bench",
 )

@@ -74,6 +74,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="fail on fields another manager owns instead of taking them over",
     )
+    p.add_argument(
+        "--allow-remote-renders",
+        action="store_true",
+        help="let kustomize fetch remote resources and helm chart dependencies (off: refused)",
+    )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
@@ -96,6 +101,7 @@ def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) 
         credentials=git_credentials_from_env(),
         force_conflicts=args.force_conflicts,
         ignore=IgnoreRules(tuple(args.ignore_field), tuple(args.ignore_manager)),
+        adopt_legacy=True,  # no registry: the app is its name, as before apps had uids
     )
 
 
@@ -130,7 +136,8 @@ def _render_params(args: argparse.Namespace) -> RenderParams:
             values.append(file.read_text())
         except OSError as e:
             raise UsageError(f"cannot read --values {file}: {e.strerror}") from e
-    return RenderParams(values=tuple(sets), values_yaml=tuple(values))
+    allow_remote = bool(getattr(args, "allow_remote_renders", False))
+    return RenderParams(values=tuple(sets), values_yaml=tuple(values), allow_remote=allow_remote)
 
 
 def _client(args: argparse.Namespace) -> KubeClient:

@@ -1,7 +1,8 @@
-"""`gitfleet worker [--name N]`: run one shard member (see `worker.process`).
+"""`gitfleet worker [--name N] [--insecure-dev]`: run one shard member (see `worker.process`).
 
-Redis from GITFLEET_REDIS_URL, the credential key from GITFLEET_SECRET_KEY, caches under
-GITFLEET_CACHE_DIR; the process runs until SIGTERM or Ctrl-C, finishing the current sync first.
+Redis from GITFLEET_REDIS_URL, the credential key from GITFLEET_SECRET_KEY (required unless
+`--insecure-dev`), caches under GITFLEET_CACHE_DIR; the process runs until SIGTERM or Ctrl-C,
+finishing the current sync first.
 """
 
 from __future__ import annotations

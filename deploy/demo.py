@@ -1,10 +1,12 @@
 """`make demo`: the whole system on one machine, driven through its own API and CLI.
 
-Starts Redis, a 2-cluster testbed, a git server holding the sample repository
-(`examples/demo-repo`, committed into a fresh repository), the coordinator API and two workers;
-onboards both clusters with labels, creates one application per sample folder, waits until
-every one is Synced and Healthy, and prints the status with where traces and metrics are. The
-processes keep running; `python -m deploy.demo down` (`make demo-stop`) stops them all.
+Starts Redis (requiring the password GITFLEET_REDIS_URL carries), a 2-cluster testbed, a git
+server holding the sample repository (`examples/demo-repo`, committed into a fresh
+repository), the coordinator API and two workers (with GITFLEET_SECRET_KEY set, as in
+production); onboards both clusters with labels, creates one application per sample folder,
+waits until every one is Synced and Healthy, and prints the status with where traces and
+metrics are. The processes keep running; `python -m deploy.demo down` (`make demo-stop`) stops
+them all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
 
@@ -94,7 +97,7 @@ def up(folder: Path) -> int:
 def _environment(folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITFLEET_")}
     env.update(
-        GITFLEET_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+        GITFLEET_REDIS_URL=f"redis://:{secrets.token_urlsafe(24)}@127.0.0.1:{free_port()}/0",
         GITFLEET_ADMIN_TOKEN=secrets.token_urlsafe(24),
         GITFLEET_SECRET_KEY=Fernet.generate_key().decode(),
         GITFLEET_WEBHOOK_SECRET=secrets.token_urlsafe(16),
@@ -102,6 +105,7 @@ def _environment(folder: Path) -> dict[str, str]:
         GITFLEET_TRACE_FILE=str(folder / "traces.jsonl"),
         GITFLEET_CACHE_DIR=str(folder / "cache"),
         GITFLEET_TOOLS_DIR=str(tools_dir()),
+        GITFLEET_INSECURE_GIT_HOSTS="127.0.0.1",  # the demo's git server: plain http, loopback
         PYTHONPATH=str(ROOT),
     )
     env["GITFLEET_TOKEN"] = env["GITFLEET_ADMIN_TOKEN"]
@@ -109,8 +113,9 @@ def _environment(folder: Path) -> dict[str, str]:
 
 
 def _redis(folder: Path, env: dict[str, str]) -> Proc:
-    port = env["GITFLEET_REDIS_URL"].rsplit(":", 1)[1].split("/")[0]
-    cmd = redis_command(int(port), folder)
+    url = urlsplit(env["GITFLEET_REDIS_URL"])  # Redis requires the password the URL carries
+    port = str(url.port)
+    cmd = redis_command(int(port), folder, password=url.password)
     proc = start("", "redis", cmd, folder / "redis.log")
     wait_for(lambda: _answers(f"127.0.0.1:{port}"), what="redis", watched=[proc], timeout=20)
     return proc

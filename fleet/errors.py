@@ -106,3 +106,24 @@ class OwnershipConflict(FleetError):
 
     stage = "apply"
     fault = Fault.MANIFESTS
+
+
+class ImpersonationRequired(FleetError):
+    """The fleet requires projects to act as a ServiceAccount (GITFLEET_REQUIRE_IMPERSONATION)
+    and the project names none for this destination."""
+
+    stage = "policy"
+    fault = Fault.USER
+
+
+class OutsideProject(FleetError):
+    """An object a sync would apply or delete lies outside its project's boundaries (namespaces
+    and cluster-scoped kinds); the message names the object and the rule. `stage` is the stage
+    that refused it: apply (hooks included) or prune (a cascading delete's too)."""
+
+    stage = "apply"
+    fault = Fault.MANIFESTS
+
+    def __init__(self, message: str, *, stage: str = "apply", cluster: str = "", obj: str = ""):
+        super().__init__(message, cluster=cluster, obj=obj)
+        self.stage = stage

@@ -27,9 +27,10 @@ from loadtest.workload import App
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """How one instance caught up: a full sync (its record), or a quiet check (`quiet`: the
-    worker found git and the cluster unchanged and only stamped the status as checked)."""
+class Settled:
+    """How one instance came to be Synced and Healthy: by a full sync (from its record), or by a
+    quiet check (`quiet`: the worker found git and the cluster unchanged and only stamped the
+    status as checked). `started` and `finished` bound that sync or check."""
 
     app: str
     started: float
@@ -45,19 +46,19 @@ def stamp(moment: datetime | None) -> float:
     return moment.timestamp() if moment is not None else 0.0
 
 
-def settled(app: str, status: InstanceStatus, since: float, revision: str) -> Outcome | None:
-    """The outcome when `status` shows the instance Synced and Healthy by a sync that started
-    at or after `since` (at `revision`, when given) or a quiet check made after `since`."""
+def settled(app: str, status: InstanceStatus, since: float, revision: str) -> Settled | None:
+    """How the instance settled, when `status` shows it Synced and Healthy by a sync that
+    started at or after `since` (at `revision`, when given) or a quiet check made after `since`."""
     if status.sync_status != SyncStatus.SYNCED or status.health != Health.HEALTHY:
         return None
     checked = stamp(status.checked)
     if checked >= since:
-        return Outcome(app, checked, checked, False, status.revision, "", True)
+        return Settled(app, checked, checked, False, status.revision, "", True)
     last = status.last_sync
     started = stamp(last.started if last else None)
     if last is None or started < since or (revision and status.revision != revision):
         return None
-    return Outcome(
+    return Settled(
         app=app,
         started=started,
         finished=stamp(last.finished),
@@ -89,12 +90,12 @@ class StatusBoard:
         timeout: float,
         revision: str = "",
         progress: Progress | None = None,
-    ) -> dict[str, Outcome]:
+    ) -> dict[str, Settled]:
         """Wait until every app settled (see `settled`); `progress(done, total)` after each
         poll, the polls further apart the more apps are pending; BenchError naming a few
         laggards on timeout."""
         pending = list(apps)
-        done: dict[str, Outcome] = {}
+        done: dict[str, Settled] = {}
         statuses: dict[str, InstanceStatus | None] = {}
 
         def poll() -> bool:

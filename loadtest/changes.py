@@ -83,8 +83,8 @@ def one_change(run: Run, app: App, *, value: str, before: str) -> dict[str, Any]
     if app not in triggered:
         raise BenchError(f"the push of {sha} did not trigger {app.name}: {answer}")
     timeout = timeout_for(len(triggered))
-    outcomes = run.board.wait(triggered, since=committed, revision=sha, timeout=timeout)
-    own = outcomes[app.name]
+    settled = run.board.wait(triggered, since=committed, revision=sha, timeout=timeout)
+    own = settled[app.name]
     return {
         "app": app.name,
         "sha": sha,
@@ -92,9 +92,9 @@ def one_change(run: Run, app: App, *, value: str, before: str) -> dict[str, Any]
         "webhook_s": round(answered - committed, 4),
         "syncs_triggered": len(answer["triggered"]),
         "renders": run.fleet.render_cache_entries() - renders_before,
-        "renders_in_sync_records": sum(o.rendered for o in outcomes.values()),
-        "full_syncs": sum(not o.quiet for o in outcomes.values()),
-        "all_synced_s": round(max(o.finished for o in outcomes.values()) - committed, 3),
+        "renders_in_sync_records": sum(s.rendered for s in settled.values()),
+        "full_syncs": sum(not s.quiet for s in settled.values()),
+        "all_synced_s": round(max(s.finished for s in settled.values()) - committed, 3),
         "its_sync_started_s": round(own.started - committed, 4),
         "its_sync_ms": round(1000 * (own.finished - own.started), 1),
     }

@@ -4,7 +4,8 @@
 `deploy.gitserver` with its request log on), the coordinator (`python -m cli.main api`) and W
 workers (`python -m cli.main worker --name N`), each a process of its own with its log in the
 run folder, all sharing one environment: GITFLEET_REDIS_URL, GITFLEET_ADMIN_TOKEN,
-GITFLEET_SECRET_KEY, GITFLEET_WEBHOOK_SECRET, GITFLEET_TRACE_FILE and GITFLEET_CACHE_DIR.
+GITFLEET_SECRET_KEY, GITFLEET_WEBHOOK_SECRET, GITFLEET_TRACE_FILE, GITFLEET_CACHE_DIR and
+GITFLEET_INSECURE_GIT_HOSTS (the git server is plain http on 127.0.0.1).
 A worker can be restarted without tracing (no GITFLEET_TRACE_FILE, no OTLP endpoint) to
 measure what tracing costs.
 
@@ -62,6 +63,7 @@ def environment(folder: Path) -> dict[str, str]:
         GITFLEET_WEBHOOK_SECRET=secrets.token_urlsafe(16),
         GITFLEET_TRACE_FILE=str(folder / "traces.jsonl"),
         GITFLEET_CACHE_DIR=str(folder / "cache"),
+        GITFLEET_INSECURE_GIT_HOSTS="127.0.0.1",  # the git server below: plain http, loopback
         PYTHONPATH=str(ROOT),
     )
     return env

@@ -29,7 +29,7 @@ from pydantic import TypeAdapter
 from api.views import AppSummary
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.model import Health, SyncStatus, Trigger
-from loadtest.board import Outcome
+from loadtest.board import Settled
 from loadtest.context import (
     Meter,
     Run,
@@ -84,18 +84,18 @@ def onboard(run: Run) -> None:
 
 @dataclass(frozen=True)
 class ColdRun:
-    """One cold sync: when its clock started, what each app's sync reported, CPU by group."""
+    """One cold sync: when its clock started, how each app settled, CPU by group."""
 
     clock: float
     created_s: float
     creation_cpu: dict[str, float]
     cpu: dict[str, float]
-    outcomes: dict[str, Outcome]
+    settled: dict[str, Settled]
     scheduled: bool
 
     @property
     def seconds(self) -> float:
-        return max(o.finished for o in self.outcomes.values()) - self.clock
+        return max(s.finished for s in self.settled.values()) - self.clock
 
 
 def cold_start(
@@ -123,9 +123,9 @@ def cold_start(
         live = time.time()
         run.api.bulk(sync_requests(apps), concurrency=run.params.concurrency)
     timeout = timeout_for(len(apps))
-    outcomes = run.board.wait(apps, since=launched, timeout=timeout, progress=progress)
-    clock = min(live, *(o.started for o in outcomes.values()))
-    return ColdRun(clock, created_s, creation_cpu, meter.read(), outcomes, scheduled)
+    settled = run.board.wait(apps, since=launched, timeout=timeout, progress=progress)
+    clock = min(live, *(s.started for s in settled.values()))
+    return ColdRun(clock, created_s, creation_cpu, meter.read(), settled, scheduled)
 
 
 def create_apps(run: Run, apps: Sequence[App]) -> None:
@@ -170,7 +170,7 @@ def cold_sync(run: Run) -> None:
         if cold.scheduled
         else "POST /apps/{name}/sync for every app",
         "api_confirmed_synced_healthy": _confirmed(run),
-        "syncs_per_worker": dict(Counter(o.worker for o in cold.outcomes.values())),
+        "syncs_per_worker": dict(Counter(s.worker for s in cold.settled.values())),
         "cpu_s": {k: round(v, 2) for k, v in cold.cpu.items()},
         "creation_cpu_s": {k: round(v, 2) for k, v in cold.creation_cpu.items()},
         **where_time_went(run, seconds),
@@ -267,7 +267,7 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
     started = time.time()
     for app in run.apps:
         dispatcher.request_sync(app.name, app.cluster, trigger=Trigger.INTERVAL)
-    outcomes = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
+    settled = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
     run.fleet.wait_idle(timeout=300)
     cpu, window = meter.read(), time.time() - started
     requests = requests_since(run.clients, before)
@@ -275,7 +275,7 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
     total = max(sum(requests.values()) - expected, 0.0)
     own = {k: v - background.get(k, 0.0) * window for k, v in requests.items()}
     own = {k: v for k, v in own.items() if v > 0}
-    seconds = max(o.finished for o in outcomes.values()) - started
+    seconds = max(s.finished for s in settled.values()) - started
     run.traces.settle()
     git = run.fleet.git_requests() - git_before
     return {
@@ -284,12 +284,12 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
         "renders": (run.fleet.render_cache_entries() - renders_before) / n,
         "cpu_ms": 1000 * cpu["workers"] / n,
         "seconds": seconds,
-        "quiet_share": sum(o.quiet for o in outcomes.values()) / n,
+        "quiet_share": sum(s.quiet for s in settled.values()) / n,
         "trigger": "Dispatcher.request_sync(app, cluster, trigger='interval') for every app",
         "requests_per_app_by_verb": _per_app(own, n),
         "raw_requests_per_app": round(sum(requests.values()) / n, 3),
         "git_requests_per_app": {k: round(v / n, 3) for k, v in git.items()},
-        "full_syncs": sum(not o.quiet for o in outcomes.values()),
+        "full_syncs": sum(not s.quiet for s in settled.values()),
         "render_spans_uncached": run.traces.count("gitfleet.render", is_uncached_render),
         "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
         **where_time_went(run, seconds),

@@ -106,8 +106,8 @@ def traced_cold_sync(run: Run, subset: list[App], *, enabled: bool) -> dict[str,
     run.api.bulk(bodies, concurrency=run.params.create_concurrency)
     meter, started = Meter.start(run.groups()), time.time()
     run.api.bulk(sync_requests(subset), concurrency=run.params.concurrency)
-    outcomes = run.board.wait(subset, since=started, timeout=timeout)
-    seconds, cpu = max(o.finished for o in outcomes.values()) - started, meter.read()
+    settled = run.board.wait(subset, since=started, timeout=timeout)
+    seconds, cpu = max(s.finished for s in settled.values()) - started, meter.read()
     objects = len(subset) * run.params.objects_per_app
     return {
         "tracing": enabled,

@@ -19,10 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deploy.testbed import runner
 from deploy.testbed.build import ensure_binaries, tools_dir
+from fleet.engine.render.cache import Renderer
+from fleet.engine.source.cache import SourceCache
 from fleet.kube.client import KubeClient
+from fleet.telemetry.sdk import setup_tracing
 from tests.support.redis_server import RedisServer
 
 
@@ -88,6 +93,29 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Every span this process finishes during the test, kept in memory (the SDK's provider is
+    installed once per process; each test adds its own exporter and shuts it down after)."""
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    setup_tracing("gitfleet-tests").add_span_processor(processor)
+    yield exporter
+    processor.shutdown()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> SourceCache:
+    """A git source cache of the test's own."""
+    return SourceCache(tmp_path / "sources")
+
+
+@pytest.fixture
+def renderer(tmp_path: Path) -> Renderer:
+    """A render cache of the test's own."""
+    return Renderer(tmp_path / "renders")
 
 
 MARKER_FIXTURES = {"testbed": "cluster", "redis_server": "redis"}

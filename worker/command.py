@@ -1,12 +1,19 @@
-"""The worker command line, shared by `gitfleet worker` and `python -m worker`."""
+"""The worker command line, shared by `gitfleet worker` and `python -m worker`.
+
+A worker refuses to start without GITFLEET_SECRET_KEY unless `--insecure-dev` is given, and
+without a Redis that accepts GITFLEET_REDIS_URL (`worker.process.WorkerProcess`): one line
+naming the variable, exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import sys
 from collections.abc import Sequence
 
+from fleet.errors import FleetError
 from fleet.telemetry.sdk import flush, setup_tracing
 from worker.process import WorkerProcess
 from worker.settings import WorkerSettings
@@ -27,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="syncs run at once, sharing the caches (default GITFLEET_WORKER_CONCURRENCY or 2)",
     )
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--insecure-dev",
+        action="store_true",
+        default=None,
+        help="run without GITFLEET_SECRET_KEY: credentials are then encrypted with a key kept in "
+        "Redis, which protects nothing from anyone who can read Redis (a local trial only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         debounce=args.debounce,
         self_heal=args.self_heal,
         concurrency=args.concurrency,
+        insecure_dev=args.insecure_dev,
     )
     setup_tracing("gitfleet-worker")
     try:
@@ -55,4 +70,8 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gitfleet worker", description=__doc__)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except FleetError as e:  # a setting the worker cannot start without, as `gitfleet` says it
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -26,24 +26,27 @@ from opentelemetry import context, propagate
 from rq import get_current_job
 
 from fleet.control import backoff
-from fleet.control.policy import blocked_reason, request_for
+from fleet.control.policy import blocked_reason, check_source, request_for
 from fleet.control.pushes import SyncedAt, spec_of
 from fleet.control.registry.errors import NotFound
 from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord, ProjectRecord
 from fleet.control.registry.repos import normalize_repo
-from fleet.control.registry.syncrecords import HISTORY, SyncRecord
+from fleet.control.registry.syncrecords import SyncRecord
 from fleet.control.routing.leases import LeaseBusy, LeaseLost
 from fleet.control.routing.pending import Intent, Pending
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest, SyncResult
+from fleet.engine.source.cache import GitCredentials
 from fleet.engine.sync import Desired
 from fleet.errors import FleetError
+from fleet.kube.client import KubeClient
 from fleet.model import Health, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 from worker import quiet, status, teardown
 from worker.journal import Entry
 from worker.runtime import Runtime, current
+from worker.status import Answer
 
 log = logging.getLogger("gitfleet.worker")
 
@@ -52,8 +55,8 @@ DEPENDENCY_BASE, DEPENDENCY_MAX = 2.0, 30.0
 
 JobAnswer = dict[str, Any]
 """What a job returns to rq, JSON-ready (the API's diff and the tests read it through
-`Dispatcher.wait`): a sync or a skip answers with its history record, anything else with the
-instance and its `Outcome` as `result`; a preview with the engine's `SyncResult.to_json()`."""
+`Dispatcher.wait`): a sync job its `Answer.body`; a preview the engine's `SyncResult.to_json()`,
+or the error that stopped it, which the API reads as a `PreviewRecord`."""
 
 
 def sync_job(instance: str) -> JobAnswer:
@@ -61,10 +64,10 @@ def sync_job(instance: str) -> JobAnswer:
     runtime, job_id = current(), _job_id()
     claim = runtime.dispatcher.claim(instance, job_id, worker=runtime.name)
     if claim is None:
-        return {"instance": instance, "result": Outcome.SUPERSEDED.value}
+        return Answer.of(Outcome.SUPERSEDED, instance=instance).body
     token = context.attach(propagate.extract(claim.intent.carrier))
     try:
-        return _leased(runtime, instance, job_id, claim)
+        return _leased(runtime, instance, job_id, claim).body
     finally:
         context.detach(token)
         runtime.dispatcher.finish(instance, job_id, fallback_queue=claim.queue)
@@ -78,7 +81,8 @@ def preview_job(instance: str, intent_json: str) -> JobAnswer:
     try:
         app, project = _load(runtime, app_name, cluster)
         request = _request(runtime, app, project, cluster, intent, dry_run=True)
-        result = sync.run(request, kube=runtime.kube_for(cluster), caches=runtime.caches)
+        kube, own = _clients(runtime, cluster, request)
+        result = sync.run(request, kube=kube, caches=runtime.caches, own=own)
         return {**result.to_json(), "cluster": cluster}
     except FleetError as e:
         return {"app": app_name, "cluster": cluster, "error": str(e), "resources": []}
@@ -93,19 +97,19 @@ def _job_id() -> str:
     return str(job.id)
 
 
-def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> JobAnswer:
+def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Answer:
     try:
         with runtime.leases.held(instance, runtime.holder, ttl=runtime.settings.lease_ttl):
             return _journaled(runtime, instance, job_id, claim)
     except LeaseBusy:
         runtime.dispatcher.defer(instance, claim.intent, delay=LEASE_BUSY_DELAY)
-        return {"instance": instance, "result": Outcome.DEFERRED.value, "message": "lease busy"}
+        return Answer.of(Outcome.DEFERRED, instance=instance, message="lease busy")
     except LeaseLost as e:
         log.error("instance=%s lease lost during the sync: %s", instance, e)
-        return {"instance": instance, "result": Outcome.FAILED.value, "error": str(e)}
+        return Answer.of(Outcome.FAILED, instance=instance, error=str(e))
 
 
-def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> JobAnswer:
+def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Answer:
     start = time.time()
     answer = attempt(runtime, instance, claim.intent, requests=claim.requests)
     entry = Entry(
@@ -115,20 +119,20 @@ def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> 
         start=start,
         end=time.time(),
         trigger=claim.intent.trigger,
-        outcome=Outcome(answer["result"]),
+        outcome=answer.outcome,
         requests=claim.requests,
     )
     runtime.journal.record(entry)
     return answer
 
 
-def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> JobAnswer:
+def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> Answer:
     """Steps 4 and 5 for one instance, with its lease held by the caller."""
     app_name, cluster = split_instance(instance)
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:
-        return {"instance": instance, "result": Outcome.SKIPPED.value, "message": str(e)}
+        return Answer.of(Outcome.SKIPPED, instance=instance, message=str(e))
     if intent.trigger == Trigger.DELETE or app.deleting:
         return teardown.delete_instance(runtime, app, cluster, intent=intent)
     reason = blocked_reason(app, intent.trigger, datetime.now(UTC))
@@ -165,7 +169,7 @@ def waiting_for(runtime: Runtime, app: AppRecord) -> str:
     return ""
 
 
-def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> JobAnswer:
+def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> Answer:
     attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
     with telemetry.stage("sync", **attrs, outcome=Outcome.SKIPPED) as span:
         trace_id = telemetry.trace_id_of(span)
@@ -179,18 +183,16 @@ def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason
         trace_id=trace_id,
         worker=runtime.name,
     )
-    answer: JobAnswer = HISTORY.dump_python(record, mode="json")
-    return answer
+    return Answer.of_record(record)
 
 
-def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> JobAnswer:
+def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> Answer:
     app, cluster = split_instance(instance)
     status.note(runtime.store, app, cluster, waiting)
     step = min(intent.attempt, 16)
     delay = backoff.delay(step, base=DEPENDENCY_BASE, max_delay=DEPENDENCY_MAX, jitter=0.2)
     runtime.dispatcher.defer(instance, dataclasses.replace(intent, attempt=step + 1), delay=delay)
-    answer = {"instance": instance, "result": Outcome.WAITING.value, "message": waiting}
-    return {**answer, "retry_in_s": delay}
+    return Answer.of(Outcome.WAITING, instance=instance, message=waiting, retry_in_s=delay)
 
 
 def _sync(
@@ -200,7 +202,7 @@ def _sync(
     cluster: str,
     intent: Intent,
     requests: int,
-) -> JobAnswer:
+) -> Answer:
     if intent.trigger in quiet.QUIET_TRIGGERS:
         desired = _quiet(runtime, app, project, cluster, intent)
         if desired is not None:
@@ -221,15 +223,13 @@ def _sync(
         runtime.watcher.declare(instance_key(app.name, cluster), record.resources)
     synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
     _note_synced(runtime, app, cluster, synced)
-    answer: JobAnswer = HISTORY.dump_python(record, mode="json")
-    if result.error:
-        answer["retry_in_s"] = _retry(runtime, app, cluster, intent)
+    retry = {"retry_in_s": _retry(runtime, app, cluster, intent)} if result.error else {}
     outcome = record.outcome + (f": {result.error}" if result.error else "")
     log.info(
         "app=%s cluster=%s revision=%s trace_id=%s sync %s",
         *(app.name, cluster, result.revision, result.trace_id, outcome),
     )
-    return answer
+    return Answer.of_record(record, **retry)
 
 
 def _quiet(
@@ -265,8 +265,23 @@ def _request(
         trigger=intent.trigger,
         revision=intent.revision or None,
         dry_run=dry_run,
-        credentials=runtime.store.git_credentials(app.name),
+        credentials=_git_credentials(runtime, app, project),
+        require_impersonation=runtime.settings.require_impersonation,
     )
+
+
+def _git_credentials(
+    runtime: Runtime, app: AppRecord, project: ProjectRecord
+) -> GitCredentials | None:
+    """Check the app's URL again (a record may predate a rule), then pick its credentials:
+    its own, bound to that URL, or the admin's repository credentials that cover it."""
+    check_source(app, project, runtime.remotes)
+    return runtime.store.git_credentials_for(app)
+
+
+def _clients(runtime: Runtime, cluster: str, request: SyncRequest) -> tuple[KubeClient, KubeClient]:
+    """The client acting as the request's ServiceAccount (if any), and the cluster's own."""
+    return runtime.kube_for(cluster, request.service_account), runtime.kube_for(cluster)
 
 
 def _run_engine(
@@ -275,10 +290,10 @@ def _run_engine(
     started = datetime.now(UTC)
     try:
         request = _request(runtime, app, project, cluster, intent)
-        kube = runtime.kube_for(cluster)
+        kube, own = _clients(runtime, cluster, request)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)
-    return sync.run(quiet.periodic(request), kube=kube, caches=runtime.caches)
+    return sync.run(quiet.periodic(request), kube=kube, caches=runtime.caches, own=own)
 
 
 def _failed_before_engine(

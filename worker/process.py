@@ -32,13 +32,16 @@ import uuid
 from typing import Any
 
 from redis import Redis
-from rq.exceptions import StopRequested
+from rq.exceptions import DeserializationError, StopRequested
 from rq.job import Job
 from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty, UnixSignalDeathPenalty
 from rq.worker import SimpleWorker, WorkerStatus
 
-from fleet.control.routing import membership
+from fleet.control.connection import connect
+from fleet.control.registry.secrets import require_key
+from fleet.control.routing import membership, payloads
+from fleet.control.routing.payloads import PayloadError
 from worker.runtime import Runtime, active
 from worker.selfheal import SelfHeal
 from worker.settings import WorkerSettings
@@ -55,7 +58,11 @@ def _in_main_thread() -> bool:
 
 
 class FleetWorker(SimpleWorker):
-    """Runs each job in this process with the worker's runtime active for it."""
+    """Runs each job in this process with the worker's runtime active for it.
+
+    Jobs are read as JSON into `FleetJob`s (`fleet.control.routing.payloads`), which run only
+    gitfleet's own job functions: a job that is anything else fails without running, with one
+    logged error saying why, and the worker goes on with the next."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -65,6 +72,8 @@ class FleetWorker(SimpleWorker):
             name=f"{runtime.name}.{uuid.uuid4().hex[:8]}",
             connection=runtime.redis,
             worker_ttl=60,
+            job_class=payloads.FleetJob,
+            serializer=payloads.SERIALIZER,
         )
 
     @property
@@ -75,6 +84,17 @@ class FleetWorker(SimpleWorker):
     def execute_job(self, job: Job, queue: Queue) -> None:
         with active(self.runtime):
             super().execute_job(job, queue)
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        error = exc_info[1] if len(exc_info) > 1 else None
+        if isinstance(error, DeserializationError):
+            error = PayloadError(f"job {job.id}: its data is not JSON (a pickle?)")
+        if not isinstance(error, PayloadError):
+            super().handle_exception(job, *exc_info)
+            return
+        log.error(
+            "worker=%s refused job %s from %s: %s", self.runtime.name, job.id, job.origin, error
+        )
 
     def heartbeat(self, *args: Any, **kwargs: Any) -> None:
         if self._halt.is_set() and self.get_state() == WorkerStatus.IDLE:
@@ -166,7 +186,8 @@ class WorkerProcess:
 
     def __init__(self, settings: WorkerSettings, *, redis: Redis | None = None) -> None:
         self.settings = settings
-        self.redis = redis or Redis.from_url(settings.redis_url)
+        require_key(settings.secret_key, insecure_dev=settings.insecure_dev)
+        self.redis = redis or connect(settings.redis_url)
         self.selfheal: SelfHeal | None = None
         watcher = self._self_heal if settings.self_heal else None
         self.runtime = Runtime(settings, self.redis, watcher=watcher)

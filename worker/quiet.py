@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from fleet.control.registry.instances import split_instance
 from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
@@ -25,6 +24,7 @@ from fleet.engine.contract import SyncRequest
 from fleet.errors import FleetError
 from fleet.model import Health, Outcome, SyncStatus, Trigger
 from worker.runtime import Runtime
+from worker.status import Answer
 
 log = logging.getLogger("gitfleet.quiet")
 
@@ -85,10 +85,9 @@ def _kinds(last: SyncRecord) -> set[tuple[str, str]]:
     return {(r.ref.api_version, r.kind) for r in last.resources if r.declared}
 
 
-def write_checked(runtime: Runtime, app: str, cluster: str) -> dict[str, Any]:
+def write_checked(runtime: Runtime, app: str, cluster: str) -> Answer:
     """Note the quiet check in the status (no history entry: nothing happened)."""
     status = runtime.store.get_status(app, cluster) or InstanceStatus()
     stamp = datetime.now(UTC)
     runtime.store.set_status(app, cluster, dataclasses.replace(status, checked=stamp))
-    answer = {"app": app, "cluster": cluster, "result": Outcome.UNCHANGED.value}
-    return {**answer, "checked": stamp.isoformat()}
+    return Answer.of(Outcome.UNCHANGED, app=app, cluster=cluster, checked=stamp.isoformat())

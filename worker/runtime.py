@@ -7,7 +7,9 @@ connection pool and discovery cache, the store, the dispatcher and the lease hel
 
 A cluster's client is rebuilt when its credentials change: each job reads the cluster's
 decrypted settings from the store (one GET and a decrypt, cheap next to a sync) and compares
-them with those the cached client was built from.
+them with those the cached client was built from. A project that acts as a ServiceAccount gets a
+client of its own per (cluster, account), impersonating it on every request; the most recently
+used `IMPERSONATING_CLIENTS` of those are kept warm.
 
 The runtime holds the worker's watches (`worker.selfheal.SelfHeal`) only as a `Watcher`, the
 little a job asks of them: record what a sync declared, and say whether an instance has been
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
@@ -38,9 +41,14 @@ from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
 from fleet.engine.caches import SyncCaches
 from fleet.engine.prune import LabelledIndex
+from fleet.engine.source.remotes import RemotePolicy
 from fleet.kube.client import KubeClient
+from fleet.kube.kubeconfig import ServiceAccount
 from worker.journal import Journal
 from worker.settings import WorkerSettings
+
+IMPERSONATING_CLIENTS = 32
+ClientKey = tuple[str, ServiceAccount | None]
 
 
 class Watcher(LabelledIndex, Protocol):
@@ -67,14 +75,17 @@ class Runtime:
         self.settings = settings
         self.name = settings.name
         self.redis = redis
-        box = SecretBox.open(settings.secret_key, redis, prefix=settings.prefix)
+        box = SecretBox.open(
+            settings.secret_key, redis, prefix=settings.prefix, insecure_dev=settings.insecure_dev
+        )
         self.store = Store(redis, box, prefix=settings.prefix)
         self.dispatcher = Dispatcher(redis, prefix=settings.prefix)
-        self.caches = SyncCaches.at(settings.cache_dir)
+        self.remotes = RemotePolicy.from_setting(settings.insecure_git_hosts)
+        self.caches = SyncCaches.at(settings.cache_dir, remotes=self.remotes)
         self.journal = Journal(redis, prefix=settings.prefix)
         self.pushes = PushLog(redis, prefix=settings.prefix)
         self.holder = f"{self.name}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
-        self._clients: dict[str, KubeClient] = {}
+        self._clients: OrderedDict[ClientKey, KubeClient] = OrderedDict()
         self._lock = threading.Lock()
         self.watcher = watcher(self) if watcher is not None else None
         self.caches.labelled = self.watcher
@@ -83,18 +94,26 @@ class Runtime:
     def leases(self) -> Lease:
         return self.dispatcher.leases
 
-    def kube_for(self, cluster: str) -> KubeClient:
-        """The warm client of `cluster`, rebuilt when its stored credentials changed."""
-        config = self.store.cluster_config(cluster)
+    def kube_for(self, cluster: str, acting_as: ServiceAccount | None = None) -> KubeClient:
+        """The warm client of `cluster`, acting as `acting_as` on every request if given;
+        rebuilt when the cluster's stored credentials changed."""
+        config = self.store.cluster_config(cluster).acting_as(acting_as)
+        key = (cluster, acting_as)
         with self._lock:
-            client = self._clients.get(cluster)
-            if client is not None and client.config == config:
-                return client
-            if client is not None:
-                client.close()
-            client = KubeClient(config)
-            self._clients[cluster] = client
+            client = self._clients.get(key)
+            if client is None or client.config != config:
+                if client is not None:
+                    client.close()
+                client = self._clients[key] = KubeClient(config)
+            self._clients.move_to_end(key)
+            self._evict()
             return client
+
+    def _evict(self) -> None:
+        """Close the least recently used impersonating clients beyond the limit."""
+        impersonating = [key for key in self._clients if key[1] is not None]
+        for key in impersonating[: max(len(impersonating) - IMPERSONATING_CLIENTS, 0)]:
+            self._clients.pop(key).close()
 
     def close(self) -> None:
         with self._lock:

@@ -19,6 +19,10 @@ from pathlib import Path
 from fleet.engine.caches import default_cache_dir
 
 
+def is_true(flag: str) -> bool:
+    return flag.strip().lower() in ("1", "true", "yes", "on")
+
+
 def default_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -30,10 +34,15 @@ class WorkerSettings:
     lease_ttl: the per-instance lease TTL; a dead worker's running sync moves after it.
     debounce: seconds a self-heal trigger waits for the object to stop changing.
     fight_limit: self-heal attempts on one object within `fight_window` before giving up.
-    concurrency: syncs the worker runs at once (rq workers on its queue, sharing its caches)."""
+    concurrency: syncs the worker runs at once (rq workers on its queue, sharing its caches).
+    insecure_dev: `--insecure-dev`, may run without secret_key (a key kept in Redis instead).
+    insecure_git_hosts: hosts (`host` or `host:port`) the worker may fetch over plain http
+    (GITFLEET_INSECURE_GIT_HOSTS, comma-separated); every other repository is https or ssh.
+    require_impersonation: refuse to sync an app whose project (other than `default`) names no
+    ServiceAccount for the destination (GITFLEET_REQUIRE_IMPERSONATION)."""
 
     name: str = field(default_factory=default_name)
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
     secret_key: str | None = field(default=None, repr=False)
     prefix: str = "gitfleet"
     cache_root: Path = field(default_factory=default_cache_dir)
@@ -44,6 +53,9 @@ class WorkerSettings:
     fight_window: float = 300.0
     self_heal: bool = True
     concurrency: int = 2
+    insecure_dev: bool = False
+    insecure_git_hosts: tuple[str, ...] = ()
+    require_impersonation: bool = False
 
     @property
     def cache_dir(self) -> Path:
@@ -61,8 +73,13 @@ class WorkerSettings:
             values["prefix"] = env["GITFLEET_PREFIX"]
         if env.get("GITFLEET_CACHE_DIR"):
             values["cache_root"] = Path(env["GITFLEET_CACHE_DIR"])
+        if env.get("GITFLEET_INSECURE_GIT_HOSTS"):
+            hosts = env["GITFLEET_INSECURE_GIT_HOSTS"].split(",")
+            values["insecure_git_hosts"] = tuple(h.strip() for h in hosts if h.strip())
         if env.get("GITFLEET_WORKER_CONCURRENCY"):
             values["concurrency"] = int(env["GITFLEET_WORKER_CONCURRENCY"])
+        if env.get("GITFLEET_REQUIRE_IMPERSONATION"):
+            values["require_impersonation"] = is_true(env["GITFLEET_REQUIRE_IMPERSONATION"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
         if settings.concurrency < 1:

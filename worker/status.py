@@ -10,16 +10,38 @@ Every outcome leaves a trace a person can read with `gitfleet app get` and `app 
   window's reason, and the reason as the status message, the rest of the status kept;
 - a wait (dependsOn not Healthy yet) or a note (self-heal gave up): the status message only,
   so a dependency that takes minutes does not fill the history with "still waiting".
+
+And what each job answers (`Answer`): its outcome, for the worker's journal, and the JSON rq
+keeps as the job's return value.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from fleet.control.registry.store import Store
-from fleet.control.registry.syncrecords import InstanceStatus, SkipRecord, SyncRecord
-from fleet.model import Trigger
+from fleet.control.registry.syncrecords import HISTORY, InstanceStatus, SkipRecord, SyncRecord
+from fleet.model import Outcome, Trigger
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one job did, and what it returns to rq (`body`, JSON-ready, with the outcome as
+    `result`; the API's diff and the tests read it through `Dispatcher.wait`): a sync or a skip
+    answers with its history record, anything else with the instance and a message or error."""
+
+    outcome: Outcome
+    body: dict[str, Any]
+
+    @classmethod
+    def of(cls, outcome: Outcome, **fields: Any) -> Answer:
+        return cls(outcome, {**fields, "result": outcome.value})
+
+    @classmethod
+    def of_record(cls, record: SyncRecord | SkipRecord, **fields: Any) -> Answer:
+        return cls(record.outcome, {**HISTORY.dump_python(record, mode="json"), **fields})
 
 
 def write_sync(store: Store, record: SyncRecord) -> None:

@@ -3,9 +3,14 @@
 `DELETE /apps/{name}` (cascade, the default) marks the app `deleting` and asks every instance's
 worker for a sync with trigger `delete`. For that trigger the worker renders nothing: it plans a
 prune with nothing desired (`fleet.engine.prune.plan`, so the same ownership rules hold: only
-objects whose tracking annotation names this app, never opted-out ones, never Namespaces or CRDs),
-executes it, then removes the app's inventory. The instance's status says `deleted`; the worker that
-finds every instance deleted removes the app's record (status and history go with it).
+objects whose tracking annotation names this app by uid, never opted-out ones, never Namespaces
+or CRDs), checks every candidate against the project's boundaries on that cluster (one outside
+them fails the delete, deleting nothing: `fleet.engine.prune.check_boundaries`), executes it,
+then removes the app's inventory (never another app's of the same name). The instance's status
+says `deleted`; the worker that finds every instance deleted removes the app's record (status
+and history go with it). Like a sync's prune, the reads that decide and the deletes act as the
+project's ServiceAccount on the cluster, if it names one (`fleet.control.policy.acting_as`); the
+inventory is read and removed with the cluster's own credentials.
 
 A prune that fails is retried with the app's retry policy, like a failed sync.
 """
@@ -14,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
 
 from fleet.control import backoff
+from fleet.control.policy import acting_as, boundaries_for
 from fleet.control.registry.errors import NotFound
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
@@ -24,22 +29,25 @@ from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.pending import Intent
 from fleet.engine import prune
 from fleet.engine.inventory import InventoryStore
+from fleet.engine.plan.tracking import Owner, Ownership
 from fleet.errors import FleetError
 from fleet.kube.client import KubeClient
+from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Health, ObjectRef, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 from worker.runtime import Runtime
+from worker.status import Answer
 
 PRUNE_TIMEOUT = 120.0
 
 
-def delete_instance(
-    runtime: Runtime, app: AppRecord, cluster: str, *, intent: Intent
-) -> dict[str, Any]:
+def delete_instance(runtime: Runtime, app: AppRecord, cluster: str, *, intent: Intent) -> Answer:
     attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
     with telemetry.stage("delete", **attrs) as span:
         try:
-            pruned = _prune_all(runtime, runtime.kube_for(cluster), app.name, cluster)
+            account = _acting_as(runtime, app, cluster)
+            kube, own = runtime.kube_for(cluster, account), runtime.kube_for(cluster)
+            pruned = _prune_all(runtime, (kube, own), app, cluster)
         except FleetError as e:
             telemetry.mark_failed(span, str(e))
             return _failed(runtime, app, cluster, intent, e)
@@ -54,20 +62,38 @@ def delete_instance(
     )
     _remove_when_done(runtime, app)
     instance = instance_key(app.name, cluster)
-    return {"instance": instance, "result": Outcome.DELETED.value, "trace_id": trace_id}
+    return Answer.of(Outcome.DELETED, instance=instance, trace_id=trace_id)
 
 
-def _prune_all(runtime: Runtime, kube: KubeClient, app: str, cluster: str) -> list[ObjectRef]:
-    inventories = InventoryStore(kube)
-    inventory = inventories.load(app) or []
+def _acting_as(runtime: Runtime, app: AppRecord, cluster: str) -> ServiceAccount | None:
+    project = runtime.store.get_project(app.project)
+    return acting_as(app, project, cluster, required=runtime.settings.require_impersonation)
+
+
+def _prune_all(
+    runtime: Runtime, clients: tuple[KubeClient, KubeClient], app: AppRecord, cluster: str
+) -> list[ObjectRef]:
+    """Prune with `clients` (acting for the app, and the cluster's own for the inventory): what
+    this app owns by uid, within its project's boundaries on `cluster` (as a sync's prune)."""
+    kube, own = clients
+    owner = Owner(app.name, app.owner_uid, app.project)
+    inventories = InventoryStore(own)
+    stored = inventories.read(app.name)
+    mine = stored is not None and stored.belongs_to(owner, adopt_legacy=not app.uid)
+    inventory = stored.entries if stored is not None and mine else []
     kinds = {(e.ref.api_version, e.ref.kind) for e in inventory} | _status_kinds(
-        runtime, app, cluster
+        runtime, app.name, cluster
     )
-    labelled = prune.find_labelled(kube, app, sorted(kinds))
+    labelled = prune.find_labelled(kube, app.name, sorted(kinds), lister=own)
     live = prune.read_live(kube, inventory=inventory, labelled=labelled, desired=[])
-    planned = prune.plan(app=app, inventory=inventory, labelled=labelled, desired=[], live=live)
-    outcomes = prune.execute(kube, planned, timeout=PRUNE_TIMEOUT)
-    inventories.delete(app)
+    ownership = Ownership.of(owner, [e.ref for e in inventory])
+    planned = prune.plan(
+        ownership=ownership, inventory=inventory, labelled=labelled, desired=[], live=live
+    )
+    bounds = boundaries_for(runtime.store.get_project(app.project), cluster)
+    outcomes = prune.execute(kube, planned, timeout=PRUNE_TIMEOUT, boundaries=bounds)
+    if mine:  # another app's inventory of the same name is not ours to remove
+        inventories.delete(app.name)
     return [o.ref for o in outcomes]
 
 
@@ -81,7 +107,7 @@ def _status_kinds(runtime: Runtime, app: str, cluster: str) -> set[tuple[str, st
 
 def _failed(
     runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, error: FleetError
-) -> dict[str, Any]:
+) -> Answer:
     message, instance = f"delete failed: {error}", instance_key(app.name, cluster)
     runtime.store.set_status(
         app.name,
@@ -95,7 +121,7 @@ def _failed(
         )
         again = dataclasses.replace(intent, trigger=Trigger.DELETE, attempt=intent.attempt + 1)
         runtime.dispatcher.defer(instance, again, delay=wait)
-    return {"instance": instance, "result": Outcome.FAILED.value, "error": message}
+    return Answer.of(Outcome.FAILED, instance=instance, error=message)
 
 
 def _remove_when_done(runtime: Runtime, app: AppRecord) -> None:

@@ -2,7 +2,8 @@
 
 Handlers validate and enqueue; they never run the pipeline inline (the workers do). `diff`
 is the one that waits: it enqueues a dry-run per instance and waits for the results, up to
-the settings' `diff_timeout_s` (30 s) in all, answering 504 for instances still pending.
+the settings' `diff_timeout_s` (30 s) in all, answering 504 for instances still pending. Since it
+enqueues work for the workers, a viewer may not ask for one (403), though it is a GET.
 
 Rollback syncs at an older revision and then turns automated sync off, as Argo CD requires
 (Argo refuses a rollback while auto-sync is on; we switch it off for the caller and say so in
@@ -21,14 +22,22 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
 
 from api.appschemas import RollbackIn, SyncIn
-from api.auth import Principal, authorize
+from api.auth import Principal, authorize, require_writer
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.routes.apps import not_deleting, visible_app
-from api.syncs import Enqueued, request_syncs
-from api.views import HistoryView, history_view
+from api.syncs import request_syncs
+from api.views import (
+    Accepted,
+    ClusterDiff,
+    DiffView,
+    HistoryView,
+    RollbackAccepted,
+    history_view,
+)
 from fleet.control.policy import blocked_reason
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import PREVIEW, RollbackOperation, SyncOperation
 from fleet.model import Trigger
 
 log = logging.getLogger("api.apps")
@@ -44,10 +53,6 @@ def targets(store: Store, record: AppRecord, cluster: str | None) -> list[str]:
     return [cluster] if cluster else clusters
 
 
-def accepted(record: AppRecord, enqueued: Enqueued, **extra: Any) -> dict[str, Any]:
-    return {"app": record.name, "trace_id": enqueued.trace_id, "jobs": enqueued.jobs(), **extra}
-
-
 @router.post("/{name}/sync", status_code=202)
 def sync_app(
     name: str,
@@ -55,7 +60,7 @@ def sync_app(
     dispatcher: DispatcherDep,
     principal: Principal,
     body: Annotated[SyncIn | None, Body()] = None,
-) -> dict[str, Any]:
+) -> Accepted:
     body = body or SyncIn()
     record = visible_app(store, principal, name)
     not_deleting(record)
@@ -71,19 +76,19 @@ def sync_app(
         revision=body.revision,
         dry_run=body.dry_run,
     )
+    jobs = enqueued.jobs()
     store.log.set_operation(
         name,
-        {
-            "kind": "sync",
-            "revision": body.revision,
-            "dry_run": body.dry_run,
-            "by": principal.name,
-            "trace_id": enqueued.trace_id,
-            "jobs": enqueued.jobs(),
-        },
+        SyncOperation(
+            revision=body.revision,
+            dry_run=body.dry_run,
+            by=principal.name,
+            trace_id=enqueued.trace_id,
+            jobs=jobs,
+        ),
     )
     log.info("app %s sync requested by %s on %s", name, principal.name, ", ".join(clusters))
-    return accepted(record, enqueued)
+    return Accepted(app=record.name, trace_id=enqueued.trace_id, jobs=jobs)
 
 
 @router.get("/{name}/diff")
@@ -94,7 +99,8 @@ def diff_app(
     settings: SettingsDep,
     principal: Principal,
     cluster: str | None = None,
-) -> dict[str, Any]:
+) -> DiffView:
+    require_writer(principal, "enqueue the dry runs of a diff")
     record = visible_app(store, principal, name)
     clusters = targets(store, record, cluster)
     enqueued = request_syncs(dispatcher, record, clusters, trigger=Trigger.DIFF, dry_run=True)
@@ -103,26 +109,18 @@ def diff_app(
     for target, ref in enqueued.refs:
         result = dispatcher.wait(ref, max(deadline - time.monotonic(), 0.0))
         found.append(_diff_view(target, result))
-    pending = [d["cluster"] for d in found if d["pending"]]
+    pending = [d.cluster for d in found if d.pending]
     if pending:
         raise HTTPException(
             504, f"no diff from cluster(s) {', '.join(pending)} within {settings.diff_timeout_s:g}s"
         )
-    in_sync = all(not d["changes"] and not d["error"] for d in found)
-    return {"app": name, "trace_id": enqueued.trace_id, "in_sync": in_sync, "clusters": found}
+    in_sync = all(not d.changes and not d.error for d in found)
+    return DiffView(app=name, trace_id=enqueued.trace_id, in_sync=in_sync, clusters=found)
 
 
-def _diff_view(cluster: str, result: dict[str, Any] | None) -> dict[str, Any]:
-    if result is None:
-        return {"cluster": cluster, "pending": True, "changes": [], "error": ""}
-    resources = result.get("resources") or []
-    return {
-        "cluster": cluster,
-        "pending": False,
-        "revision": result.get("revision", ""),
-        "error": result.get("error", ""),
-        "changes": [r for r in resources if r.get("action") != "unchanged"],
-    }
+def _diff_view(cluster: str, answer: dict[str, Any] | None) -> ClusterDiff:
+    """One cluster's diff from its preview job's answer (None: not finished yet)."""
+    return ClusterDiff.of(cluster, None if answer is None else PREVIEW.validate_python(answer))
 
 
 @router.get("/{name}/history")
@@ -141,7 +139,7 @@ def app_history(
 @router.post("/{name}/rollback", status_code=202)
 def rollback_app(
     name: str, body: RollbackIn, store: StoreDep, dispatcher: DispatcherDep, principal: Principal
-) -> dict[str, Any]:
+) -> RollbackAccepted:
     record = visible_app(store, principal, name)
     not_deleting(record)
     clusters = targets(store, record, body.cluster)
@@ -155,16 +153,22 @@ def rollback_app(
     enqueued = request_syncs(
         dispatcher, record, clusters, trigger=Trigger.ROLLBACK, revision=body.revision
     )
+    jobs = enqueued.jobs()
     store.log.set_operation(
         name,
-        {
-            "kind": "rollback",
-            "revision": body.revision,
-            "automated_paused": paused,
-            "by": principal.name,
-            "trace_id": enqueued.trace_id,
-            "jobs": enqueued.jobs(),
-        },
+        RollbackOperation(
+            revision=body.revision,
+            automated_paused=paused,
+            by=principal.name,
+            trace_id=enqueued.trace_id,
+            jobs=jobs,
+        ),
     )
     log.info("app %s rolled back to %s by %s", name, body.revision, principal.name)
-    return accepted(record, enqueued, revision=body.revision, automated_paused=paused)
+    return RollbackAccepted(
+        app=record.name,
+        trace_id=enqueued.trace_id,
+        jobs=jobs,
+        revision=body.revision,
+        automated_paused=paused,
+    )

@@ -2,7 +2,11 @@
 
 Only admins write projects. Members see their own project; viewers and admins see all.
 `default` is built in and allows everything, like Argo CD's default project; it can be
-narrowed with PUT but not deleted. A project with apps cannot be deleted (409).
+narrowed with PUT but not deleted. A project with apps cannot be deleted (409); deleting one
+revokes its member tokens. `webhookSecret` is write-only, as git credentials are: stored
+encrypted, answered only as `hasWebhookSecret`, kept by a PUT that leaves it out and dropped by
+`"webhookSecret": null` (`api.routes.webhooks` says what it opens).
+`sourceRepos` globs are parsed on write (`fleet.control.sourcerepos`, 422 naming the bad one).
 """
 
 from __future__ import annotations
@@ -14,15 +18,26 @@ from fastapi import APIRouter, Depends, HTTPException, Response
 from api.auth import Principal, authorize, can_see, require_admin, require_project
 from api.deps import StoreDep
 from api.schemas import ProjectIn
+from fleet.control.sourcerepos import parse_glob
 
 log = logging.getLogger("api.projects")
 router = APIRouter(prefix="/projects", tags=["projects"], dependencies=[Depends(authorize)])
 
 
+def check_globs(body: ProjectIn) -> None:
+    """422 naming the first `sourceRepos` entry that is not a repository glob."""
+    for index, glob in enumerate(body.source_repos):
+        try:
+            parse_glob(glob)
+        except ValueError as e:
+            raise HTTPException(422, f"sourceRepos.{index}: {e}") from None
+
+
 @router.post("", status_code=201, response_model=ProjectIn)
 def create_project(body: ProjectIn, store: StoreDep, principal: Principal) -> ProjectIn:
     require_admin(principal, "create projects")
-    record = store.put_project(body.record(), create=True)
+    check_globs(body)
+    record = store.put_project(body.record(), webhook_secret=body.secret(), create=True)
     log.info("project %s created by %s", record.name, principal.name)
     return ProjectIn.of(record)
 
@@ -43,7 +58,12 @@ def replace_project(name: str, body: ProjectIn, store: StoreDep, principal: Prin
     require_admin(principal, "change projects")
     if body.name != name:
         raise HTTPException(422, f"name: {body.name} does not match the URL's {name}")
-    record = store.put_project(body.record(), create=False)
+    check_globs(body)
+    keep = (
+        "webhook_secret" not in body.model_fields_set and store.get_project(name).has_webhook_secret
+    )
+    record = body.record(keep_webhook_secret=keep)
+    record = store.put_project(record, webhook_secret=body.secret(), create=False)
     log.info("project %s changed by %s", name, principal.name)
     return ProjectIn.of(record)
 

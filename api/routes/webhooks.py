@@ -1,31 +1,43 @@
-"""/api/v1/webhooks/git: GitHub-style push events, verified by HMAC, trigger matching apps.
+"""/api/v1/webhooks/git: GitHub-style push events, verified by HMAC: refresh hints for their apps.
 
-The signature (`X-Hub-Signature-256: sha256=<hex>`) is an HMAC-SHA256 of the raw body with
-GITFLEET_WEBHOOK_SECRET, compared in constant time before the body is even parsed; a wrong or
-missing one is a 401. Without a configured secret every event is refused (503): an unverified
-webhook would let anyone on the network trigger syncs.
+The signature (`X-Hub-Signature-256: sha256=<hex>`) is an HMAC-SHA256 of the raw body, checked in
+constant time against GITFLEET_WEBHOOK_SECRET and every project's own `webhookSecret` before the
+body is parsed (`fleet.control.deliveries.signers`); none verifying is a 401. A project's secret
+reaches that project's apps only, and the global secret the apps of every project without one,
+so one team's secret cannot trigger another's apps. With no secret configured at all, every
+event is refused (503): an unverified webhook would let anyone on the network trigger syncs.
 
-An app matches when its repository names the pushed one (`fleet.control.policy.normalize_repo`, so
-HTTPS and SSH URLs agree) and its revision is the pushed branch or tag, or HEAD when the push
-went to the default branch. Only automated apps sync on a push (a manual app waits for a
-person, as in Argo CD), and only when their sync windows allow automated syncs; the answer
-lists the triggered apps and, with the reason, the matching ones skipped.
+A push is a refresh hint, never the source of the revision: the syncs it asks for carry no
+revision, so each app resolves its own tracked ref from git (the worker fetches it), and the
+payload's `after` (a commit of any branch, or an old one) is never deployed for being named
+there. Each delivery is accepted once (`X-GitHub-Delivery`, required, remembered for a day: a
+second copy is a 409), and not at all when the signed body says the push is older than
+GITFLEET_WEBHOOK_MAX_AGE (`repository.pushed_at`, 422); see `fleet.control.deliveries`.
+
+An app matches when its repository names the pushed one
+(`fleet.control.registry.repos.normalize_repo`, so HTTPS and SSH URLs agree) and its revision is
+the pushed branch or tag, or HEAD when the push went to the default branch: a push to another
+ref syncs nothing for it. Only automated apps sync on a push (a manual app waits for a person,
+as in Argo CD), and only when their sync windows allow automated syncs; the answer lists the
+triggered apps and, with the reason, the matching ones skipped. An app whose record cannot be
+evaluated (a stored sync window that never opens) is skipped with the reason; it never fails the
+delivery for the other apps.
 
 A push syncs only the instances it can change (`fleet.control.pushes`): when the payload lists the
 changed files, an instance whose last sync matched a commit on the chain of recorded pushes,
 and whose render read none of the changed paths, gets no job at all; the answer lists its app
 under `unchanged`. So a push to a monorepo of 10,000 apps costs one sync, not 10,000 checks.
 Without a file list (or after a forced push) every matching instance syncs, and the ones the
-push left alone answer from the worker's quiet check, rendering nothing.
+push left alone answer from the worker's quiet check, rendering nothing. Each secret keeps its
+own chain of pushes, so one project's deliveries never decide what another's apps skip.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import re
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +47,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import request_syncs
+from fleet.control.deliveries import Deliveries, Signers, signers, too_old
 from fleet.control.policy import blocked_reason
 from fleet.control.pushes import Push, PushLog, Specs, changed_paths, unaffected
 from fleet.control.registry.instances import instance_key
@@ -46,23 +59,52 @@ from fleet.model import Trigger
 log = logging.getLogger("api.webhooks")
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 URL_FIELDS = ("clone_url", "html_url", "ssh_url", "git_url", "url", "svn_url")
+DELIVERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SHA = re.compile(r"[0-9a-f]{40}")
 _SPECS = Specs()  # app record hashes, reused across pushes while the records are unchanged
 
 
-def verify(settings: Settings, body: bytes, signature: str | None) -> None:
+@dataclass(frozen=True)
+class PushEvent:
+    """A parsed push: the repository's normalized URLs, the ref, the default branch, `after`
+    when it names a commit, and the payload for the fields read once (age, changed files)."""
+
+    urls: frozenset[str]
+    ref: str
+    default_branch: str
+    after: str | None
+    payload: dict[str, Any]
+
+
+def verify(store: Store, settings: Settings, body: bytes, signature: str | None) -> Signers:
+    """Which secrets signed `body`: 503 when there is none to check, 401 when none verifies."""
+    own = store.webhook_secrets()
     secret = Settings.reveal(settings.webhook_secret)
-    if not secret:
-        raise HTTPException(503, "webhooks are disabled: set GITFLEET_WEBHOOK_SECRET")
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode(), (signature or "").encode()):
+    if not secret and not own:
+        raise HTTPException(
+            503, "webhooks are disabled: set GITFLEET_WEBHOOK_SECRET or a project's webhookSecret"
+        )
+    found = signers(body, signature or "", global_secret=secret, projects=own)
+    if not found.any():
         raise HTTPException(401, "X-Hub-Signature-256: missing or wrong signature")
+    return found
 
 
-def parse_push(body: bytes) -> tuple[set[str], str, str]:
-    """(normalized repo URLs, ref, default branch) of a push payload; 422 naming the field."""
+def delivery_id(value: str | None) -> str:
+    if value is None or not DELIVERY_ID.fullmatch(value):
+        raise HTTPException(
+            422,
+            "X-GitHub-Delivery: missing or not an id (letters, digits, '.', '_', '-'); each "
+            "delivery needs its own, as GitHub and Gitea send",
+        )
+    return value
+
+
+def parse_push(body: bytes) -> PushEvent:
+    """The push event in `body`; 422 naming the field."""
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise HTTPException(422, "body: not JSON") from None
     repo = payload.get("repository") if isinstance(payload, dict) else None
     if not isinstance(repo, dict):
@@ -73,7 +115,12 @@ def parse_push(body: bytes) -> tuple[set[str], str, str]:
     urls = {normalize_repo(str(repo[f])) for f in URL_FIELDS if isinstance(repo.get(f), str)}
     if not urls:
         raise HTTPException(422, "repository: has no clone_url, html_url or ssh_url")
-    return urls, ref, str(repo.get("default_branch") or "")
+    after = payload.get("after")
+    commit = (
+        after if isinstance(after, str) and _SHA.fullmatch(after) and after.strip("0") else None
+    )
+    branch = str(repo.get("default_branch") or "")
+    return PushEvent(frozenset(urls), ref, branch, commit, payload)
 
 
 def revision_matches(revision: str, ref: str, default_branch: str) -> bool:
@@ -83,18 +130,45 @@ def revision_matches(revision: str, ref: str, default_branch: str) -> bool:
     return kind == "heads" and revision in ("HEAD", "") and name == default_branch
 
 
-def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, Any]:
-    urls, ref, default_branch = parse_push(body)
-    pushed = pushed_commit(body)
+def accept(
+    store: Store,
+    dispatcher: DispatcherDep,
+    settings: Settings,
+    body: bytes,
+    *,
+    signed: Signers,
+    delivery: str,
+) -> dict[str, Any]:
+    """Refuse an old or repeated delivery, then trigger the apps it reaches."""
+    push = parse_push(body)
+    stale = too_old(push.payload, datetime.now(UTC), settings.webhook_max_age_s)
+    if stale:
+        raise HTTPException(422, stale)
+    deliveries = Deliveries(store.redis, prefix=store.keys.p)
+    if not deliveries.first(delivery):
+        raise HTTPException(
+            409, f"X-GitHub-Delivery: delivery {delivery} was accepted already; nothing to do"
+        )
+    try:
+        return _trigger(store, dispatcher, push, signed)
+    except BaseException:
+        deliveries.forget(delivery)  # nothing was done: the host may deliver it again
+        raise
+
+
+def _trigger(
+    store: Store, dispatcher: DispatcherDep, push: PushEvent, signed: Signers
+) -> dict[str, Any]:
     matching = [
         app
         for app in store.list_apps_cached()
-        if normalize_repo(app.source.repo) in urls
-        and revision_matches(app.source.revision, ref, default_branch)
+        if signed.covers(app.project)
+        and normalize_repo(app.source.repo) in push.urls
+        and revision_matches(app.source.revision, push.ref, push.default_branch)
     ]
     clusters = store.list_clusters()
     targets = {app.name: store.instances(app, clusters) for app in matching}
-    left_alone = _unaffected(store, matching, targets, ref, json.loads(body), pushed)
+    left_alone = _unaffected(store, matching, targets, push, signed)
     triggered, skipped, unchanged, jobs = [], [], [], []
     for app in matching:
         reason = _skip_reason(app, targets[app.name])
@@ -105,15 +179,15 @@ def _trigger(store: Store, dispatcher: DispatcherDep, body: bytes) -> dict[str, 
         if not due:
             unchanged.append(app.name)
             continue
-        enqueued = request_syncs(dispatcher, app, due, trigger=Trigger.WEBHOOK, revision=pushed)
+        enqueued = request_syncs(dispatcher, app, due, trigger=Trigger.WEBHOOK)
         triggered.append(app.name)
-        jobs += [{"app": app.name, **job} for job in enqueued.jobs()]
+        jobs += [{"app": app.name, **asdict(job)} for job in enqueued.jobs()]
     log.info(
         "push to %s %s triggered %s (%d apps unchanged)",
-        *(sorted(urls), ref, triggered or "no app", len(unchanged)),
+        *(sorted(push.urls), push.ref, triggered or "no app", len(unchanged)),
     )
     return {
-        "ref": ref,
+        "ref": push.ref,
         "triggered": triggered,
         "skipped": skipped,
         "unchanged": unchanged,
@@ -125,45 +199,39 @@ def _unaffected(
     store: Store,
     apps: list[AppRecord],
     targets: dict[str, list[str]],
-    ref: str,
-    payload: dict[str, Any],
-    pushed: str | None,
+    push: PushEvent,
+    signed: Signers,
 ) -> set[str]:
-    """Instances this push cannot change; records the push for the next one
-    (`fleet.control.pushes`)."""
-    paths, before = changed_paths(payload), payload.get("before")
-    if pushed is None or paths is None or not _is_sha(before):
+    """Instances this push cannot change; records the push for the next one, in the chain of
+    each secret that signed it (`fleet.control.pushes`)."""
+    paths, before = changed_paths(push.payload), push.payload.get("before")
+    if (
+        push.after is None
+        or paths is None
+        or not (isinstance(before, str) and _SHA.fullmatch(before))
+    ):
         return set()
     pushes = PushLog(store.redis, prefix=store.keys.p)
-    by_repo: dict[str, list[str]] = {}
+    by_chain: dict[tuple[str, str], list[str]] = {}
     specs: dict[str, str] = {}
     for app in apps:
         instances = [instance_key(app.name, c) for c in targets[app.name]]
-        by_repo.setdefault(normalize_repo(app.source.repo), []).extend(instances)
+        chain = (normalize_repo(app.source.repo), _chain_of(app.project, signed))
+        by_chain.setdefault(chain, []).extend(instances)
         specs.update(dict.fromkeys(instances, _SPECS.of(app)))
     _SPECS.keep(apps)
     found: set[str] = set()
-    for repo, instances in by_repo.items():
-        pushes.record(repo, ref, Push(str(before), pushed, paths))
+    for (repo, project), instances in by_chain.items():
+        pushes.record(repo, push.ref, Push(before, push.after, paths), project=project)
         synced = pushes.synced(repo, instances)
-        found |= unaffected(pushes.chain(repo, ref), pushed, synced, specs)
+        recorded = pushes.chain(repo, push.ref, project=project)
+        found |= unaffected(recorded, push.after, synced, specs)
     return found
 
 
-def _is_sha(value: object) -> bool:
-    return isinstance(value, str) and bool(re.fullmatch(r"[0-9a-f]{40}", value))
-
-
-def pushed_commit(body: bytes) -> str | None:
-    """The commit the push moved the ref to: every app it triggers syncs exactly that commit,
-    so the first sync fetches it and the others find it in the cache (one fetch per push)."""
-    try:
-        after = json.loads(body).get("after")
-    except (ValueError, AttributeError):
-        return None
-    if isinstance(after, str) and re.fullmatch(r"[0-9a-f]{40}", after) and after.strip("0"):
-        return after
-    return None
+def _chain_of(project: str, signed: Signers) -> str:
+    """The push chain an app of `project` reads: its project's own, or the global one ("")."""
+    return project if project in signed.owned else ""
 
 
 def _skip_reason(app: AppRecord, clusters: list[str]) -> str:
@@ -173,15 +241,23 @@ def _skip_reason(app: AppRecord, clusters: list[str]) -> str:
         return "automated sync is off; sync it by hand"
     if not clusters:
         return "targets no registered cluster"
-    return blocked_reason(app, Trigger.WEBHOOK, datetime.now(UTC))
+    try:
+        return blocked_reason(app, Trigger.WEBHOOK, datetime.now(UTC))
+    except Exception as e:  # one app's record must never fail the delivery for the others
+        log.exception("app=%s cannot be evaluated for a push", app.name)
+        return f"not synced: app {app.name} cannot be evaluated ({e}); fix it with PUT"
 
 
 @router.post("/git")
 async def git_push(
     request: Request, store: StoreDep, dispatcher: DispatcherDep, settings: SettingsDep
 ) -> dict[str, Any]:
-    body = await request.body()
-    verify(settings, body, request.headers.get("X-Hub-Signature-256"))
+    body = await request.body()  # at most the webhook body limit (`api.gate`)
+    signature = request.headers.get("X-Hub-Signature-256")
+    signed = await run_in_threadpool(verify, store, settings, body, signature)
     if request.headers.get("X-GitHub-Event", "push") == "ping":
         return {"ref": "", "triggered": [], "skipped": [], "jobs": []}
-    return await run_in_threadpool(_trigger, store, dispatcher, body)
+    delivery = delivery_id(request.headers.get("X-GitHub-Delivery"))
+    return await run_in_threadpool(
+        accept, store, dispatcher, settings, body, signed=signed, delivery=delivery
+    )

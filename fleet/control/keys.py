@@ -9,12 +9,19 @@ The registry (`fleet.control.registry`):
     <p>:clusters, <p>:projects, <p>:apps      sets of names (the indexes)
     <p>:cluster:<name>, :project:, :app:       JSON records (`fleet.control.registry.records`)
     <p>:cluster-credentials:<name>             Fernet-encrypted ClusterCredentials
-    <p>:app-credentials:<name>                 Fernet-encrypted GitCredentials
+    <p>:app-credentials:<name>                 Fernet-encrypted git credentials, bound to the
+                                               repository URL they were given for
+    <p>:repositories                           set of repository credentials' names
+    <p>:repository:<name>                      repository credentials' URL prefix and projects
+    <p>:repository-credentials:<name>          their Fernet-encrypted GitCredentials
+                                               (`fleet.control.registry.gitcreds`)
     <p>:registry:generation                    bumped by every registry write, see
                                                `fleet.control.registry.transact`
     <p>:secret-key                             the Fernet key made when GITFLEET_SECRET_KEY is
                                                unset (`fleet.control.registry.secrets`)
+    <p>:project-webhook-secret:<name>          Fernet-encrypted webhook secret of a project
     <p>:tokens, <p>:token:<sha256>             token name -> digest, digest -> TokenRecord
+                                               (expiring with the token, when it has an expiry)
     <p>:bootstrap-token-generated              set once the first start generated an admin token
     <p>:status:<app>                           hash cluster -> status JSON (written by workers)
     <p>:history:<app>:<cluster>                list of sync records, newest first
@@ -26,7 +33,10 @@ The registry (`fleet.control.registry`):
 Pushes (`fleet.control.pushes`):
 
     <p>:synced:<repo>                          hash instance -> what it last matched
-    <p>:pushes:<repo>:<ref>                    list of recent pushes with their changed files
+    <p>:pushes:<repo>:<ref>                    list of recent pushes with their changed files,
+    <p>:pushes:<repo>:<ref>:<project>          one per project with its own webhook secret
+    <p>:delivery:<id>                          a webhook delivery id seen, with a TTL
+                                               (`fleet.control.deliveries`)
 
 Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
 
@@ -65,6 +75,7 @@ class Keys:
         self.clusters = f"{prefix}:clusters"
         self.projects = f"{prefix}:projects"
         self.apps = f"{prefix}:apps"
+        self.repositories = f"{prefix}:repositories"
         self.secret_key = f"{prefix}:secret-key"
         self.tokens = f"{prefix}:tokens"
         self.bootstrap = f"{prefix}:bootstrap-token-generated"
@@ -95,6 +106,15 @@ class Keys:
     def app_credentials(self, name: str) -> str:
         return f"{self.p}:app-credentials:{name}"
 
+    def repository(self, name: str) -> str:
+        return f"{self.p}:repository:{name}"
+
+    def repository_credentials(self, name: str) -> str:
+        return f"{self.p}:repository-credentials:{name}"
+
+    def project_webhook_secret(self, name: str) -> str:
+        return f"{self.p}:project-webhook-secret:{name}"
+
     def token(self, digest: str) -> str:
         return f"{self.p}:token:{digest}"
 
@@ -117,10 +137,15 @@ class Keys:
         """instance -> what it last matched, for the apps on `repo` (`fleet.control.pushes`)."""
         return f"{self.p}:synced:{repo}"
 
-    def pushes(self, repo: str, ref: str) -> str:
+    def pushes(self, repo: str, ref: str, project: str = "") -> str:
         """The recent pushes to `ref` of `repo` with their changed files
-        (`fleet.control.pushes`)."""
-        return f"{self.p}:pushes:{repo}:{ref}"
+        (`fleet.control.pushes`), as told by the global webhook secret or, with `project`,
+        by that project's own."""
+        return f"{self.p}:pushes:{repo}:{ref}" + (f":{project}" if project else "")
+
+    def delivery(self, delivery_id: str) -> str:
+        """A webhook delivery id already accepted (`fleet.control.deliveries`)."""
+        return f"{self.p}:delivery:{delivery_id}"
 
     # -- routing and the scheduler ------------------------------------------------------------
 

@@ -4,11 +4,23 @@ Projects are checked twice, on purpose. `check_app_allowed` runs when an app is 
 changed, so a person hears at once that the repository or destination is not allowed. But a
 project can be narrowed later, and what a repository renders is only known at sync time, so
 `request_for` also copies the project's bounds for that cluster into every request
-(`allowed_namespaces`, `allowed_cluster_kinds`), and the engine refuses any rendered object
-outside them before it writes anything (`fleet.engine.plan.prepare.check_boundaries`).
+(`boundaries_for`), and the engine refuses any rendered object outside them before it writes
+anything (`fleet.engine.plan.prepare.check_boundaries`), then checks each object again at the
+moment it applies or deletes it, prune candidates and hooks included (`fleet.engine.scope`).
 
-Repository URLs are compared in their normal form (`fleet.control.registry.repos`), so the
-HTTPS and SSH clone URLs of one repository match the same source globs.
+A project may name, per destination, a ServiceAccount its syncs act as (`acting_as`); the
+request carries it, and the worker talks to the cluster through a client that impersonates it, so
+the cluster's RBAC bounds every write even where a check above has a hole. An admin can make that
+mandatory (`require_impersonation`) for every project but the built-in `default`.
+
+Repository URLs are parsed (`fleet.engine.source.remotes`) and matched against the project's
+`sourceRepos` component by component (`fleet.control.sourcerepos`): scheme, host and path apart,
+no `*` across a `/`. The worker asks `check_source` again before every fetch, with the fleet's
+`RemotePolicy`, so a record written before a rule existed is refused too.
+
+Repository content is untrusted: the request also carries the project's `limits` (sizes,
+counts, nesting, time and memory of fetch and render, `fleet.engine.limits`) and whether its
+renders may fetch remote kustomize resources and helm dependencies (`allowRemoteRenders`).
 
 `blocked_reason` applies the app's sync windows (`fleet.control.windows`) to one trigger: the
 API asks it before enqueueing a manual sync or a webhook's, the worker again before it syncs.
@@ -22,22 +34,43 @@ from collections.abc import Sequence
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from fleet.control.registry.records import AppRecord, ProjectRecord
-from fleet.control.registry.repos import normalize_repo
+from fleet.control.registry.records import DEFAULT_PROJECT, AppRecord, ProjectRecord
+from fleet.control.sourcerepos import allows
 from fleet.control.windows import evaluate
 from fleet.engine.contract import SyncRequest
 from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.plan.boundaries import Boundaries
 from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
+from fleet.engine.source.remotes import (
+    RemotePolicy,
+    RemoteUrl,
+    RepoUrlError,
+    identity,
+    parse_remote,
+)
+from fleet.errors import ImpersonationRequired
+from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Trigger
+
+REQUIRE_IMPERSONATION_ENV = "GITFLEET_REQUIRE_IMPERSONATION"
 
 
 def repo_allowed(project: ProjectRecord, repo: str) -> bool:
-    normal = normalize_repo(repo)
-    return any(
-        fnmatchcase(repo, glob) or fnmatchcase(normal, normalize_repo(glob))
-        for glob in project.source_repos
-    )
+    """Whether `repo` parses as a fetchable URL and a `sourceRepos` glob matches it."""
+    try:
+        return allows(project.source_repos, parse_remote(repo))
+    except RepoUrlError:
+        return False
+
+
+def check_source(app: AppRecord, project: ProjectRecord, remotes: RemotePolicy) -> RemoteUrl:
+    """The app's repository URL as `remotes` accepts it and its project allows it; else
+    RepoUrlError naming the rule (what a worker asks before it fetches)."""
+    url = remotes.check(app.source.repo)
+    if not allows(project.source_repos, url):
+        raise RepoUrlError(_not_allowed(app, project))
+    return url
 
 
 def allowed_namespaces(project: ProjectRecord, cluster: str) -> tuple[str, ...]:
@@ -51,15 +84,49 @@ def allowed_cluster_kinds(project: ProjectRecord) -> frozenset[str] | None:
     return None if "*" in kinds else kinds
 
 
-def check_app_allowed(app: AppRecord, project: ProjectRecord, clusters: Sequence[str]) -> list[str]:
+def acting_as(
+    app: AppRecord, project: ProjectRecord, cluster: str, *, required: bool = False
+) -> ServiceAccount | None:
+    """The ServiceAccount `app` acts as on `cluster`: the first of the project's
+    destination_service_accounts whose globs match the cluster and the app's namespace. None:
+    the cluster's own credentials, which `required` (the fleet's setting) refuses for every
+    project but `default`."""
+    namespace = app.destination.namespace
+    for entry in project.destination_service_accounts:
+        if fnmatchcase(cluster, entry.cluster) and fnmatchcase(namespace, entry.namespace):
+            return entry.account()
+    if required and project.name != DEFAULT_PROJECT.name:
+        raise ImpersonationRequired(
+            f"project {project.name} names no ServiceAccount for cluster {cluster} (namespace "
+            f"{namespace}), and this fleet requires one ({REQUIRE_IMPERSONATION_ENV}): add an "
+            "entry to the project's destinationServiceAccounts",
+            cluster=cluster,
+        )
+    return None
+
+
+def boundaries_for(project: ProjectRecord, cluster: str) -> Boundaries:
+    """What the engine checks every object against when it applies or deletes it on
+    `cluster` (`fleet.engine.scope`), naming `project` in each refusal."""
+    return Boundaries(
+        namespaces=allowed_namespaces(project, cluster),
+        cluster_kinds=allowed_cluster_kinds(project),
+        project=project.name,
+        cluster=cluster,
+    )
+
+
+def check_app_allowed(
+    app: AppRecord,
+    project: ProjectRecord,
+    clusters: Sequence[str],
+    *,
+    require_impersonation: bool = False,
+) -> list[str]:
     """What the project refuses about `app` deployed to `clusters`, one message per violation."""
     violations = []
     if not repo_allowed(project, app.source.repo):
-        allowed = ", ".join(project.source_repos) or "none"
-        violations.append(
-            f"source.repo: {normalize_repo(app.source.repo)} is not an allowed source of "
-            f"project {project.name} (allowed: {allowed})"
-        )
+        violations.append(_not_allowed(app, project))
     namespace = app.destination.namespace
     for cluster in clusters:
         globs = allowed_namespaces(project, cluster)
@@ -69,6 +136,10 @@ def check_app_allowed(app: AppRecord, project: ProjectRecord, clusters: Sequence
                 f"allowed destination of project {project.name} "
                 f"(allowed there: {', '.join(globs) or 'none'})"
             )
+        try:
+            acting_as(app, project, cluster, required=require_impersonation)
+        except ImpersonationRequired as e:
+            violations.append(f"destinationServiceAccounts: {e}")
     return violations
 
 
@@ -81,8 +152,10 @@ def request_for(
     revision: str | None = None,
     dry_run: bool = False,
     credentials: GitCredentials | None = None,
+    require_impersonation: bool = False,
 ) -> SyncRequest:
-    """The engine request for one instance of `app`, bounded by `project` on `cluster`."""
+    """The engine request for one instance of `app`, bounded by `project` on `cluster`.
+    Raises ImpersonationRequired (see `acting_as`)."""
     policy = app.sync_policy
     return SyncRequest(
         app=app.name,
@@ -91,14 +164,18 @@ def request_for(
         revision=revision or app.source.revision,
         namespace=app.destination.namespace,
         credentials=credentials,
-        render=_render_params(app),
+        render=_render_params(app, project),
+        limits=project.limits,
         prune=policy.prune,
         allow_empty=policy.allow_empty,
         create_namespace=policy.create_namespace,
         dry_run=dry_run,
         ignore=_ignore_rules(app),
-        allowed_cluster_kinds=allowed_cluster_kinds(project),
-        allowed_namespaces=allowed_namespaces(project, cluster),
+        boundaries=boundaries_for(project, cluster),
+        app_uid=app.owner_uid,
+        project=app.project,
+        adopt_legacy=not app.uid,
+        service_account=acting_as(app, project, cluster, required=require_impersonation),
         trigger=trigger,
     )
 
@@ -111,7 +188,16 @@ def blocked_reason(app: AppRecord, trigger: Trigger, now: datetime) -> str:
     return "" if allowed else verdict.reason
 
 
-def _render_params(app: AppRecord) -> RenderParams:
+def _not_allowed(app: AppRecord, project: ProjectRecord) -> str:
+    allowed = ", ".join(project.source_repos) or "none"
+    return (
+        f"source.repo: {identity(app.source.repo)} is not an allowed source of project "
+        f"{project.name} (allowed: {allowed}; globs match scheme, host and each path segment "
+        "apart, and * never crosses a /)"
+    )
+
+
+def _render_params(app: AppRecord, project: ProjectRecord) -> RenderParams:
     helm = app.source.helm
     return RenderParams(
         release_name=app.name,
@@ -119,6 +205,7 @@ def _render_params(app: AppRecord) -> RenderParams:
         values_files=helm.value_files,
         values=tuple(helm.parameters.items()),
         values_yaml=(helm.values_yaml,) if helm.values_yaml.strip() else (),
+        allow_remote=project.allow_remote_renders,
     )
 
 

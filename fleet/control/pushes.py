@@ -10,7 +10,8 @@ records in Redis make it work:
   Workers write it.
 - *pushes*: per repository and ref, the last `KEEP_PUSHES` push events whose payload listed
   the changed files (GitHub lists them per commit): before, after and those paths.
-  The webhook handler writes it.
+  The webhook handler writes it, one chain per secret that signed the deliveries (the global
+  one, or a project's own), and reads for each app only the chain its project's secret wrote.
 
 A push from `before` to `after` cannot change an instance that matched commit R, with the app
 record as it is now, when the pushes from R up to `after` form an unbroken chain and none of
@@ -26,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import PlainSerializer, TypeAdapter
 from redis import Redis
 
 from fleet.control.keys import Keys
@@ -40,11 +41,16 @@ from fleet.control.registry.records import AppRecord
 KEEP_PUSHES = 200
 
 
+def _sorted(paths: frozenset[str]) -> list[str]:
+    return sorted(paths)
+
+
 @dataclass(frozen=True)
 class Push:
     before: str
     after: str
-    paths: frozenset[str]  # every file the push added, modified or removed
+    # every file the push added, modified or removed; stored sorted
+    paths: Annotated[frozenset[str], PlainSerializer(_sorted, return_type=list[str])]
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,10 @@ class SyncedAt:
     revision: str
     inputs: tuple[str, ...]
     spec: str = ""  # `spec_of` the app record synced
+
+
+PUSH: TypeAdapter[Push] = TypeAdapter(Push)
+SYNCED: TypeAdapter[SyncedAt] = TypeAdapter(SyncedAt)
 
 
 def spec_of(app: AppRecord) -> str:
@@ -137,22 +147,20 @@ class PushLog:
         self.redis = redis
         self.keys = Keys(prefix)
 
-    def record(self, repo: str, ref: str, push: Push) -> None:
-        """Keep a push whose changed files are known (`repo` normalized)."""
-        key = self.keys.pushes(repo, ref)
-        entry = {"before": push.before, "after": push.after, "paths": sorted(push.paths)}
+    def record(self, repo: str, ref: str, push: Push, *, project: str = "") -> None:
+        """Keep a push whose changed files are known (`repo` normalized), as told by the global
+        webhook secret or, with `project`, by that project's own: one project's deliveries
+        never decide what another's apps may skip."""
+        key = self.keys.pushes(repo, ref, project)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.lpush(key, json.dumps(entry))
+        pipe.lpush(key, PUSH.dump_json(push))
         pipe.ltrim(key, 0, KEEP_PUSHES - 1)
         pipe.execute()
 
-    def chain(self, repo: str, ref: str) -> list[Push]:
-        raw: list[bytes] = self.redis.lrange(self.keys.pushes(repo, ref), 0, -1)  # type: ignore[assignment]
-        pushes = []
-        for item in raw:
-            entry = json.loads(item)
-            pushes.append(Push(entry["before"], entry["after"], frozenset(entry["paths"])))
-        return pushes
+    def chain(self, repo: str, ref: str, *, project: str = "") -> list[Push]:
+        key = self.keys.pushes(repo, ref, project)
+        raw: list[bytes] = self.redis.lrange(key, 0, -1)  # type: ignore[assignment]
+        return [PUSH.validate_json(item) for item in raw]
 
     def note_synced(self, repo: str, instance: str, at: SyncedAt | None) -> None:
         """What `instance` matched after a sync or quiet check; None forgets it (a failed
@@ -160,17 +168,14 @@ class PushLog:
         if at is None:
             self.redis.hdel(self.keys.synced(repo), instance)
             return
-        value = json.dumps({"revision": at.revision, "inputs": list(at.inputs), "spec": at.spec})
-        self.redis.hset(self.keys.synced(repo), instance, value)
+        self.redis.hset(self.keys.synced(repo), instance, SYNCED.dump_json(at))
 
     def synced(self, repo: str, instances: Sequence[str]) -> dict[str, SyncedAt]:
         if not instances:
             return {}
         raws = self.redis.hmget(self.keys.synced(repo), list(instances))
-        found = {}
-        for instance, raw in zip(instances, raws, strict=True):
-            if isinstance(raw, bytes):
-                entry = json.loads(raw)
-                revision, inputs = str(entry["revision"]), tuple(entry["inputs"])
-                found[instance] = SyncedAt(revision, inputs, str(entry.get("spec", "")))
-        return found
+        return {
+            instance: SYNCED.validate_json(raw)
+            for instance, raw in zip(instances, raws, strict=True)
+            if isinstance(raw, bytes)
+        }

@@ -6,7 +6,10 @@ Every second the active scheduler
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
    out; an instance never requested is due at once. An instance whose sync windows block
    automated syncs is not requested (and not marked as requested, so it runs as soon as the
-   window allows); the reason is kept in `<p>:scheduler:blocked` for people to read;
+   window allows); the reason is kept in `<p>:scheduler:blocked` for people to read. One app's
+   bad record never stops the tick: a sync window that cannot be evaluated (stored before the
+   API probed windows), or anything else that fails while one app is considered, blocks that
+   app alone, with the reason also written as its instances' status message;
 2. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
 3. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`).
 
@@ -15,7 +18,8 @@ Several coordinator replicas may run; one holds the lock `<p>:scheduler:lease:co
 dies hands over within the TTL and two replicas never both dispatch. `tick(now)` is one step, so
 tests drive it deterministically; `start()` / `stop()` run it in a thread for the process.
 
-The API's lifespan runs it around its `yield`: `with scheduling(store, dispatcher): yield`.
+The API's lifespan runs it around its `yield` when its settings turn the scheduler on (the
+`gitfleet api` process does): `with scheduling(store, dispatcher): yield`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from opentelemetry import propagate
@@ -38,6 +42,7 @@ from fleet.control.keys import Keys
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.sharding import NoWorkers
@@ -117,17 +122,41 @@ class Scheduler:
                 continue
             targets = self.store.instances(app, clusters)
             current |= {instance_key(app.name, c) for c in targets}
-            due = [c for c in targets if self._due(app, c, last, now)]
-            if not due:
-                continue
-            verdict = evaluate(app.sync_policy.sync_windows, app.name, _utc(now))
-            if not verdict.automated_allowed:
-                blocked.update({instance_key(app.name, c): verdict.reason for c in due})
-                continue
-            dispatched += self._request(app, due, now)
+            due, reason = self._considered(app, targets, last, now)
+            if reason:
+                blocked.update({instance_key(app.name, c): reason for c in due})
+            elif due:
+                dispatched += self._request(app, due, now)
         self._remember_blocked(blocked)
         self._forget_gone(last, current)
         return dispatched, blocked
+
+    def _considered(
+        self, app: AppRecord, targets: list[str], last: dict[str, float], now: float
+    ) -> tuple[list[str], str]:
+        """The clusters where `app` is due, and why its windows block them ("" when not);
+        whatever goes wrong with this one record blocks this app only."""
+        try:
+            due = [c for c in targets if self._due(app, c, last, now)]
+            verdict = evaluate(app.sync_policy.sync_windows, app.name, _utc(now))
+        except Exception as e:  # one app's record must never stop the tick for the others
+            log.exception("app=%s cannot be scheduled", app.name)
+            reason = f"not scheduled: app {app.name} cannot be evaluated ({e}); fix it with PUT"
+            self._note(app, targets, reason)
+            return targets, reason
+        if not due or verdict.automated_allowed:
+            return due, ""
+        if verdict.broken:
+            self._note(app, due, verdict.reason)
+        return due, verdict.reason
+
+    def _note(self, app: AppRecord, clusters: list[str], message: str) -> None:
+        """Make `message` the status message of each instance (written only when it changes,
+        so a record that stays broken costs one read per tick)."""
+        for cluster in clusters:
+            status = self.store.get_status(app.name, cluster) or InstanceStatus()
+            if status.message != message:
+                self.store.set_status(app.name, cluster, replace(status, message=message))
 
     def _due(self, app: AppRecord, cluster: str, last: dict[str, float], now: float) -> bool:
         instance = instance_key(app.name, cluster)
@@ -214,13 +243,9 @@ def _utc(now: float) -> datetime:
 
 
 @contextmanager
-def scheduling(store: Store, dispatcher: object) -> Iterator[Scheduler | None]:
-    """Run a scheduler for the block: the API lifespan's hook. Without a
-    `fleet.control.routing.dispatch` dispatcher (None, or a test's stand-in) there is nothing to
-    schedule with."""
-    if not isinstance(dispatcher, Dispatcher):
-        yield None
-        return
+def scheduling(store: Store, dispatcher: Dispatcher) -> Iterator[Scheduler]:
+    """Run a scheduler in its thread for the block, and stop it (releasing the lock) after:
+    the API lifespan's hook, with the dispatcher the lifespan opened."""
     scheduler = Scheduler(store, dispatcher)
     scheduler.start()
     try:

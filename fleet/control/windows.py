@@ -16,8 +16,13 @@ applied with zoneinfo at the evaluated instant, so a window keeps its wall-clock
 daylight-saving changes (Argo applies the zone's offset of the current time). Durations are
 elapsed time, so a 2h window spanning a DST change still lasts two real hours.
 
-Windows validate themselves when built, raising ValueError naming the bad field, so the API can
-answer 422 before a bad window is stored. `evaluate` is pure: the caller passes `now`.
+Windows validate their fields when built, raising ValueError naming the bad field, so the API can
+answer 422 before a bad window is stored. A cron expression can be well formed and still never
+fire (`0 0 31 2 *`, the 31st of February): `check_opens` probes the previous and the next start
+within `PROBE_YEARS` and the API refuses a window with neither. A window stored before that probe
+existed must not break anyone else: `evaluate` turns a window it cannot evaluate into a verdict
+that blocks every sync of its own application, naming the window, and never raises for it.
+`evaluate` and `check_opens` are pure: the caller passes `now`.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 KINDS = ("allow", "deny")
 DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+PROBE_YEARS = 10  # a schedule with no start this close to now, before or after, never opens
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
@@ -102,10 +108,25 @@ class SyncWindow:
         return any(fnmatchcase(app, glob) for glob in self.applications)
 
     def last_start(self, now: datetime) -> datetime:
-        """The latest start of this window at or before `now`, returned in UTC."""
+        """The latest start of this window at or before `now`, returned in UTC; ValueError
+        when there is none within `PROBE_YEARS`."""
         upper = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        local = upper.astimezone(_zone(self.timezone))
-        start: datetime = croniter(self.schedule, local).get_prev(datetime)
+        return self._start(upper, "previous")
+
+    def next_start(self, now: datetime) -> datetime:
+        """The first start of this window after `now`, in UTC; ValueError as `last_start`."""
+        return self._start(now.astimezone(UTC), "next")
+
+    def _start(self, instant: datetime, direction: str) -> datetime:
+        local = instant.astimezone(_zone(self.timezone))
+        found = croniter(self.schedule, local, max_years_between_matches=PROBE_YEARS)
+        step = found.get_prev if direction == "previous" else found.get_next
+        try:
+            start: datetime = step(datetime)
+        except CroniterBadDateError:
+            raise ValueError(
+                f"schedule: {self.schedule!r} has no {direction} start within {PROBE_YEARS} years"
+            ) from None
         return start.astimezone(UTC)
 
     def is_active(self, now: datetime) -> bool:
@@ -115,13 +136,28 @@ class SyncWindow:
         return f"{self.kind} window '{self.schedule}' for {self.duration} ({self.timezone})"
 
 
+def check_opens(window: SyncWindow, now: datetime) -> None:
+    """Raise ValueError naming the schedule when `window` has no start within `PROBE_YEARS`
+    before or after `now`: a schedule that never fires (the API refuses it with a 422)."""
+    try:
+        window.last_start(now)
+        window.next_start(now)
+    except ValueError:
+        raise ValueError(
+            f"schedule: {window.schedule!r} never opens: no start within {PROBE_YEARS} years "
+            "before or after now (does that day exist in that month? there is no February 31)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class WindowVerdict:
-    """Whether automated and manual syncs may run now, and why, in words for the UI and logs."""
+    """Whether automated and manual syncs may run now, and why, in words for the UI and logs.
+    `broken`: a window of the app cannot be evaluated (both kinds of sync are blocked)."""
 
     automated_allowed: bool
     manual_allowed: bool
     reason: str
+    broken: bool = False
 
 
 def evaluate(windows: Iterable[SyncWindow], app: str, now: datetime) -> WindowVerdict:
@@ -131,7 +167,13 @@ def evaluate(windows: Iterable[SyncWindow], app: str, now: datetime) -> WindowVe
     applying = [w for w in windows if w.matches(app)]
     if not applying:
         return WindowVerdict(True, True, f"no sync window applies to {app}")
-    active = [w for w in applying if w.is_active(now)]
+    active = []
+    for window in applying:
+        try:
+            if window.is_active(now):
+                active.append(window)
+        except ValueError as e:
+            return _unusable(window, e)
     denying = [w for w in active if w.kind == "deny"]
     if denying:
         return _blocked(denying, f"{app} is inside")
@@ -149,6 +191,16 @@ def _blocked(blocking: Sequence[SyncWindow], where: str) -> WindowVerdict:
     override = "manual sync allowed" if manual else "manual sync also blocked"
     reason = f"sync blocked: {where} {_names(blocking)}; {override}"
     return WindowVerdict(False, manual, reason)
+
+
+def _unusable(window: SyncWindow, error: ValueError) -> WindowVerdict:
+    """A stored window that cannot be evaluated blocks its own application, manual syncs too
+    (it may be a deny window), and says which window to fix."""
+    reason = (
+        f"sync blocked: the {window.describe()} cannot be evaluated ({error}); "
+        "fix or remove it with PUT"
+    )
+    return WindowVerdict(False, False, reason, broken=True)
 
 
 def _names(windows: Sequence[SyncWindow]) -> str:

@@ -9,10 +9,16 @@ a CRD in the same sync) or whose namespace this sync creates cannot be dry-run a
 validated when applied.
 
 `diff_live` is stage 4 of a sync on top of that: it reads the live objects, refuses every object
-another application tracks (one OwnershipConflict naming them all), finds the namespace to
+another application tracks (one OwnershipConflict naming them all; another app of the same name
+is another application: ownership is by uid, `tracking.Ownership`), finds the namespace to
 create first, decides, leaves alone an object whose self-heal is paused by annotation unless a
 person asked for the sync, and validates; it returns the decisions with the stage's
 `StageReport`.
+
+Every write goes through `apply_one`, which first checks the object against the project's
+boundaries with the scope the cluster reports (`fleet.engine.scope`): desired objects, hooks,
+SyncFail hooks and the delete of a Replace alike. `check` does the same for the deletes
+`fleet.engine.waves` makes.
 
 An immutable-field error recreates the object only when it opts in with
 `gitfleet.io/sync-options: Replace=true` (or Argo CD's annotation); otherwise the error names
@@ -27,9 +33,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from fleet.engine import scope
 from fleet.engine.contract import ResourceResult, SyncRequest
 from fleet.engine.diff import compare as diff
 from fleet.engine.plan import tracking
+from fleet.engine.plan.boundaries import UNBOUNDED, Boundaries
 from fleet.engine.report import StageReport
 from fleet.errors import ApplyError, FleetError, KubeApiError, OwnershipConflict
 from fleet.kube.client import KubeClient
@@ -37,6 +45,10 @@ from fleet.model import Action, Health, Manifest, ObjectRef
 
 LIST_THRESHOLD = 4  # objects of one kind in one namespace above which a LIST beats GETs
 REPLACE_HINT = "Set gitfleet.io/sync-options: Replace=true to recreate it."
+ADOPT_HINT = (
+    "If this app should take an object over, remove its gitfleet.io/tracking annotation "
+    "first (kubectl annotate <kind>/<name> gitfleet.io/tracking-)"
+)
 
 
 @dataclass
@@ -62,9 +74,17 @@ class Decision:
 
 
 class Applier:
-    def __init__(self, kube: KubeClient, *, force: bool = True, workers: int = 8) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        force: bool = True,
+        workers: int = 8,
+        boundaries: Boundaries = UNBOUNDED,
+    ) -> None:
         self.kube = kube
         self.force = force
+        self.boundaries = boundaries
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply")
         self.writes = 0
 
@@ -145,8 +165,25 @@ class Applier:
 
     # -- apply --------------------------------------------------------------------------------
 
+    def check(self, ref: ObjectRef, *, stage: str = "apply") -> None:
+        """Raise OutsideProject when the project does not let this sync write `ref`."""
+        scope.enforce(self.kube, self.boundaries, ref, stage=stage)
+
+    def create_namespace(self, name: str, *, deadline: float) -> Manifest:
+        """Create the app's own destination namespace (`create_namespace`): it needs to be an
+        allowed destination, or Namespace an allowed kind, as a rendered one would."""
+        decision = _namespace_decision(name)
+        reason = self.boundaries.namespace_refusal(name)
+        if reason:
+            self.check(decision.ref)
+        return self._write(decision, deadline=deadline)
+
     def apply_one(self, decision: Decision, *, deadline: float) -> Manifest:
         """Apply (or recreate) one object; return the live object the server answered."""
+        self.check(decision.ref)
+        return self._write(decision, deadline=deadline)
+
+    def _write(self, decision: Decision, *, deadline: float) -> Manifest:
         if decision.replace:
             return self._recreate(decision, deadline=deadline)
         try:
@@ -195,15 +232,22 @@ class LiveDiff:
     create_namespace: str = ""
 
 
-def diff_live(request: SyncRequest, applier: Applier, resources: Sequence[Manifest]) -> LiveDiff:
+def diff_live(
+    request: SyncRequest,
+    applier: Applier,
+    resources: Sequence[Manifest],
+    ownership: tracking.Ownership | None = None,
+) -> LiveDiff:
     """Compare `resources` with the cluster and decide (see the module docstring). The report
     carries the OwnershipConflict instead of raising it; an ApplyError from validation is
-    raised."""
+    raised. `ownership`: what the sync may treat as its own (default: the request's owner,
+    no legacy ids)."""
     kube = applier.kube
     refs = [ObjectRef.of(o) for o in resources]
     servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
     live = applier.fetch_live(refs, servable)
-    if conflicts := _ownership_conflicts(request.app, live):
+    ownership = ownership or tracking.Ownership.of(request.owner)
+    if conflicts := _ownership_conflicts(ownership, live):
         return LiveDiff(conflicts)
     declared = {r.name for r, o in live.items() if r.kind == "Namespace" and o is None}
     create = _namespace_to_create(request, kube, live, declared)
@@ -232,25 +276,33 @@ def _respect_self_heal_pause(decisions: list[Decision]) -> bool:
     return paused
 
 
-def _ownership_conflicts(app: str, live: dict[ObjectRef, Manifest | None]) -> StageReport | None:
+def _ownership_conflicts(
+    ownership: tracking.Ownership, live: dict[ObjectRef, Manifest | None]
+) -> StageReport | None:
     """The objects another application tracks, each failed, and the error naming them all."""
     conflicts = []
     for ref, obj in live.items():
-        owner = tracking.owner_of(obj) if obj is not None else None
-        if owner and owner != app:
-            conflicts.append((ref, owner))
+        other = ownership.other_owner(obj, ref) if obj is not None else None
+        if other:
+            conflicts.append((ref, other))
     if not conflicts:
         return None
     return StageReport(
         resources=tuple(
-            ResourceResult(ref, 0, Action.FAILED, Health.UNKNOWN, f"tracked by app {owner}")
-            for ref, owner in conflicts
+            ResourceResult(ref, 0, Action.FAILED, Health.UNKNOWN, f"tracked by {other}")
+            for ref, other in conflicts
         ),
         error=OwnershipConflict(
             "objects owned by another application were not applied: "
-            + "; ".join(f"{ref} is tracked by app {owner}" for ref, owner in conflicts)
+            + "; ".join(f"{ref} is tracked by {other}" for ref, other in conflicts)
+            + f". {ADOPT_HINT}"
         ),
     )
+
+
+def _namespace_decision(name: str) -> Decision:
+    obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    return Decision(ObjectRef.of(obj), obj, None, diff.Drift(changed=("",)), True)
 
 
 def _namespace_to_create(

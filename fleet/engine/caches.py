@@ -14,6 +14,7 @@ from pathlib import Path
 from fleet.engine.prune import LabelledIndex
 from fleet.engine.render.cache import Renderer
 from fleet.engine.source.cache import SourceCache
+from fleet.engine.source.remotes import RemotePolicy
 
 
 def default_cache_dir() -> Path:
@@ -28,8 +29,9 @@ class SyncCaches:
     labelled: LabelledIndex | None = None  # a worker's watches; one-shot commands LIST
 
     @classmethod
-    def at(cls, root: Path | None = None) -> SyncCaches:
+    def at(cls, root: Path | None = None, *, remotes: RemotePolicy | None = None) -> SyncCaches:
+        """Caches under `root`; `remotes` limits what the source cache fetches (workers)."""
         root = root or default_cache_dir()
         (root / "git").mkdir(parents=True, exist_ok=True)
         (root / "render").mkdir(parents=True, exist_ok=True)
-        return cls(SourceCache(root / "git"), Renderer(root / "render"))
+        return cls(SourceCache(root / "git", remotes=remotes), Renderer(root / "render"))

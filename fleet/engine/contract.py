@@ -8,13 +8,18 @@ sync records carry the same fields and a few more (`fleet.control.registry.syncr
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.limits import Limits
+from fleet.engine.plan.boundaries import Boundaries
+from fleet.engine.plan.tracking import Owner
 from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
+from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Action, Health, ObjectRef, SyncStatus, Trigger
 
 
@@ -37,10 +42,30 @@ class SyncRequest:
     timeout: float = 300.0
     ignore: IgnoreRules = field(default_factory=IgnoreRules)
     prune_kinds_allowed: frozenset[str] = frozenset()
-    allowed_cluster_kinds: frozenset[str] | None = None
-    allowed_namespaces: tuple[str, ...] | None = None
+    boundaries: Boundaries = field(default_factory=Boundaries)  # the project's, on this cluster
+    service_account: ServiceAccount | None = None  # act as it: the client must impersonate it
     trigger: Trigger = Trigger.MANUAL
     fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
+    limits: Limits = field(default_factory=Limits)  # the project's bounds on fetch and render
+    # Who the app is (`tracking.Owner`): the registry's uid for life; without one (the one-shot
+    # CLI, tests) a uid derived from the name, so repeated runs are one app. `adopt_legacy`: the
+    # app predates uids, so it adopts its legacy inventory (`fleet.engine.inventory`).
+    app_uid: str = ""
+    project: str = ""
+    adopt_legacy: bool = False
+
+    @property
+    def owner(self) -> Owner:
+        uid = self.app_uid or str(uuid.uuid5(uuid.NAMESPACE_URL, f"gitfleet:app:{self.app}"))
+        return Owner(self.app, uid, self.project)
+
+    @property
+    def allowed_namespaces(self) -> tuple[str, ...] | None:
+        return self.boundaries.namespaces
+
+    @property
+    def allowed_cluster_kinds(self) -> frozenset[str] | None:
+        return self.boundaries.cluster_kinds
 
 
 @dataclass(frozen=True)

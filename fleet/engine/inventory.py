@@ -6,6 +6,12 @@ longer mentions (a label selector only finds kinds you know to ask for). Like Fl
 in a ConfigMap `gitfleet-inventory-<app>` in `gitfleet-system` of the target cluster, so that
 standalone mode (one process, no Redis) prunes correctly and a cluster carries its own truth.
 
+The inventory is the app's, not the name's: data keys `uid` and `project` say which app wrote
+it (`fleet.engine.plan.tracking.Owner`), and a sync uses an inventory only when `belongs_to` its
+own app, so a later app given a deleted app's name inherits none of it (it replaces the
+ConfigMap on its first sync). An inventory without `uid` was written before apps had uids: only
+an app whose record predates uids adopts it, once, and stamps it with its uid.
+
 Format: data key `entries` holds compact JSON, a list of `[group, version, kind, namespace,
 name, wave]`. That is about 60 bytes an object, so 10,000 objects take ~600 KB, well inside the
 1 MiB a ConfigMap may hold; an inventory that would not fit raises PruneError before anything is
@@ -22,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from fleet.engine.plan.tracking import validate_app_name
+from fleet.engine.plan.tracking import Owner, validate_app_name
 from fleet.errors import KubeApiError, PruneError
 from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
@@ -33,8 +39,11 @@ NAME_PREFIX = "gitfleet-inventory-"
 INVENTORY_LABEL = "gitfleet.io/inventory-of"
 # ConfigMap validation: keys plus values of data and binaryData may total at most 1 MiB.
 MAX_DATA_BYTES = 1024 * 1024
+STAMP_BYTES = 256  # room left for the `uid` and `project` keys and values
 
-__all__ = ["InventoryEntry", "InventoryStore", "decode", "encode"]
+UID_KEY, PROJECT_KEY = "uid", "project"
+
+__all__ = ["Inventory", "InventoryEntry", "InventoryStore", "decode", "encode"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,25 @@ class InventoryEntry:
 
     ref: ObjectRef
     wave: int
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A stored inventory and the app that wrote it (`uid` empty: written before apps had
+    uids)."""
+
+    entries: list[InventoryEntry]
+    uid: str = ""
+    project: str = ""
+
+    def belongs_to(self, owner: Owner, *, adopt_legacy: bool = False) -> bool:
+        """Whether `owner` may use it: it carries the owner's uid, or it is a legacy inventory
+        and the owner adopts legacy ones (its record predates uids)."""
+        return self.uid == owner.uid if self.uid else adopt_legacy
+
+    def written_by(self, owner: Owner) -> bool:
+        """Whether it is stamped exactly with `owner` (nothing to rewrite)."""
+        return (self.uid, self.project) == (owner.uid, owner.project)
 
 
 def _identity(ref: ObjectRef) -> list[str]:
@@ -54,7 +82,7 @@ def encode(entries: Iterable[InventoryEntry]) -> str:
     rows = [[*_identity(e.ref), e.wave] for e in entries]
     text = orjson.dumps(rows).decode()
     size = len(DATA_KEY) + len(text.encode())
-    if size > MAX_DATA_BYTES:
+    if size > MAX_DATA_BYTES - STAMP_BYTES:
         raise PruneError(
             f"the inventory of {len(rows)} objects takes {size} bytes, more than the "
             f"{MAX_DATA_BYTES} bytes a ConfigMap can hold: split the application into smaller ones"
@@ -90,14 +118,16 @@ class InventoryStore:
         name = NAME_PREFIX + validate_app_name(app)
         return ObjectRef("", "v1", "ConfigMap", self.namespace, name)
 
-    def load(self, app: str) -> list[InventoryEntry] | None:
-        """The entries saved for `app`; None when it has no inventory yet."""
+    def read(self, app: str) -> Inventory | None:
+        """The inventory stored under `app`'s name, whoever wrote it; None when there is none
+        (check `Inventory.belongs_to` before trusting it)."""
         ref = self.ref(app)
         live = self.kube.get(ref)
         if live is None:
             return None
+        data = live.get("data") or {}
         try:
-            return decode(str((live.get("data") or {})[DATA_KEY]))
+            entries = decode(str(data[DATA_KEY]))
         except (KeyError, ValueError) as e:
             raise PruneError(
                 f"{ref} is not a valid inventory ({e}); delete it to rebuild the inventory from "
@@ -105,10 +135,12 @@ class InventoryStore:
                 cluster=self.kube.name,
                 obj=str(ref),
             ) from e
+        return Inventory(entries, str(data.get(UID_KEY) or ""), str(data.get(PROJECT_KEY) or ""))
 
-    def save(self, app: str, entries: Iterable[InventoryEntry]) -> None:
-        """Replace `app`'s inventory, creating the namespace if it does not exist yet."""
-        configmap = self._configmap(app, encode(entries))
+    def save(self, owner: Owner, entries: Iterable[InventoryEntry]) -> None:
+        """Replace the inventory of `owner`'s app with `entries`, stamped with its uid and
+        project, creating the namespace if it does not exist yet."""
+        configmap = self._configmap(owner, encode(entries))
         try:
             self.kube.apply(configmap, manager=FIELD_MANAGER)
         except KubeApiError as e:
@@ -121,17 +153,14 @@ class InventoryStore:
         """Remove `app`'s inventory; False when there was none."""
         return self.kube.delete(self.ref(app))
 
-    def _configmap(self, app: str, text: str) -> Manifest:
-        ref = self.ref(app)
+    def _configmap(self, owner: Owner, text: str) -> Manifest:
+        ref = self.ref(owner.app)
+        labels = {INVENTORY_LABEL: owner.app, "app.kubernetes.io/managed-by": "gitfleet"}
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {
-                "name": ref.name,
-                "namespace": ref.namespace,
-                "labels": {INVENTORY_LABEL: app, "app.kubernetes.io/managed-by": "gitfleet"},
-            },
-            "data": {DATA_KEY: text},
+            "metadata": {"name": ref.name, "namespace": ref.namespace, "labels": labels},
+            "data": {DATA_KEY: text, UID_KEY: owner.uid, PROJECT_KEY: owner.project},
         }
 
     def _create_namespace(self) -> None:

@@ -6,15 +6,22 @@ keeps, the reason a person reads. An object is deleted only when all of these ho
 
 - it was in the previous inventory or carries the app label, and is not desired now (identity
   is group, kind, namespace and name; a version change is the same object);
-- it still exists, and its tracking annotation names this app *and this very object*
-  (`tracking.tracks`): objects of another app, made by hand, or copied from one of ours keep
-  their life; a label alone is not ownership;
+- it still exists, and its tracking annotation names this app (by uid: another app of the same
+  name is another app) *and this very object* (`tracking.Ownership.owns`): objects of another
+  app, made by hand, or copied from one of ours keep their life; a label alone is not
+  ownership; a legacy id without a uid counts only for objects the app's own inventory lists;
 - no opt-out is set (`gitfleet.io/prune: "false"`, sync option `Prune=false`, Flux's
   `kustomize.toolkit.fluxcd.io/prune: disabled`);
 - it is not a CustomResourceDefinition or a Namespace, unless the app allows that kind:
   deleting one deletes every custom resource of the kind, or everything in the namespace.
 
 An object already being deleted (deletionTimestamp set) is not deleted again but waited on.
+
+Before `execute` deletes anything, every object of the plan is checked against the project's
+boundaries with the scope the cluster reports (`fleet.engine.scope`): one outside them refuses
+the whole prune (OutsideProject, stage prune, naming each object and the rule), and nothing is
+deleted. A project narrowed after an app deployed, or an inventory that lists objects elsewhere,
+so never makes a sync delete outside what its project allows today.
 
 `execute` deletes in `order.prune_order` batches (highest wave first, then the reverse of the
 apply order, Namespaces and CRDs last), each batch concurrently from a small thread pool, and
@@ -38,18 +45,19 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from fleet.engine.inventory import InventoryEntry
+from fleet.engine.plan.boundaries import UNBOUNDED, Boundaries
 from fleet.engine.plan.order import prune_order, sync_wave
 from fleet.engine.plan.references import Key, key_of
 from fleet.engine.plan.tracking import (
     APP_LABEL,
     TRACKING_ANNOTATION,
-    owner_of,
-    parse_tracking_id,
+    Ownership,
     prune_disabled_by,
-    tracks,
+    tracking_of,
     validate_app_name,
 )
-from fleet.errors import KubeApiError, PruneError
+from fleet.engine.scope import refusal
+from fleet.errors import KubeApiError, OutsideProject, PruneError
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Manifest, ObjectRef
 
@@ -66,6 +74,7 @@ __all__ = [
     "PruneIncomplete",
     "PruneOutcome",
     "PrunePlan",
+    "check_boundaries",
     "execute",
     "find_labelled",
     "keep_reason",
@@ -144,24 +153,29 @@ def _live_index(
     return index
 
 
-def _ownership_reason(obj: Manifest, *, app: str, ref: ObjectRef) -> str | None:
-    owner = owner_of(obj)
-    if owner is None:
+def _ownership_reason(obj: Manifest, *, ownership: Ownership, ref: ObjectRef) -> str | None:
+    named = tracking_of(obj)
+    if named is None:
         return "not tracked by this app (created by hand?)"
-    if owner != app:
-        return f"tracked by app {owner}"
-    if tracks(obj, app, ref):
+    other = ownership.other_owner(obj, ref)
+    if other:
+        return f"tracked by {other}"
+    if ownership.owns(obj, ref):
         return None
-    named = parse_tracking_id(str(obj["metadata"]["annotations"][TRACKING_ANNOTATION]).strip())
-    where = ObjectRef(named.group, "", named.kind, named.namespace, named.name) if named else None
+    where = ObjectRef(named.group, "", named.kind, named.namespace, named.name)
     return f"its {TRACKING_ANNOTATION} annotation names {where}, not this object (copied?)"
 
 
 def keep_reason(
-    obj: Manifest, *, app: str, ref: ObjectRef, allowed_kinds: frozenset[str] = frozenset()
+    obj: Manifest,
+    *,
+    ownership: Ownership,
+    ref: ObjectRef,
+    allowed_kinds: frozenset[str] = frozenset(),
 ) -> str | None:
-    """Why the live `obj` (a candidate `ref` of `app`) must not be deleted; None to delete it."""
-    reason = _ownership_reason(obj, app=app, ref=ref)
+    """Why the live `obj` (a candidate `ref` of the app) must not be deleted; None to delete
+    it."""
+    reason = _ownership_reason(obj, ownership=ownership, ref=ref)
     if reason:
         return reason
     disabled_by = prune_disabled_by(obj)
@@ -180,7 +194,7 @@ def _served_ref(ref: ObjectRef, obj: Manifest) -> ObjectRef:
 
 def plan(
     *,
-    app: str,
+    ownership: Ownership,
     inventory: Sequence[InventoryEntry],
     labelled: Sequence[Manifest],
     desired: Collection[ObjectRef],
@@ -191,7 +205,7 @@ def plan(
 
     `live` holds the live state of candidates, keyed by ref at any version; a labelled object
     needs no entry (it is its own live state), and a candidate found in neither is gone already
-    and left out of the plan.
+    and left out of the plan. `inventory` must be the app's own (`Inventory.belongs_to`).
     """
     objects = _live_index(labelled, live)
     delete, kept, terminating = [], [], []
@@ -199,7 +213,7 @@ def plan(
         obj = objects.get(key)
         if obj is None:
             continue
-        reason = keep_reason(obj, app=app, ref=ref, allowed_kinds=allowed_kinds)
+        reason = keep_reason(obj, ownership=ownership, ref=ref, allowed_kinds=allowed_kinds)
         if reason:
             kept.append((ref, reason))
         elif (obj.get("metadata") or {}).get("deletionTimestamp"):
@@ -245,6 +259,7 @@ def find_labelled(
     *,
     index: LabelledIndex | None = None,
     desired: Collection[ObjectRef] = (),
+    lister: KubeClient | None = None,
 ) -> list[Manifest]:
     """Objects labelled `gitfleet.io/app=<app>` of the (apiVersion, kind) pairs, all namespaces.
 
@@ -253,17 +268,22 @@ def find_labelled(
     makes the server filter every object of the kind, which with thousands of apps on a cluster
     is most of a sync's server time. The index may lag by an event, so the objects it returns
     that are not `desired` (the prune candidates) are read again with a GET; desired ones are
-    only counted as seen.
+    only counted as seen. A `lister` other than `kube` (the cluster's own client while `kube`
+    acts as a ServiceAccount, which may list nothing cluster-wide) only nominates, as the index
+    does: its candidates are read again through `kube`, so its RBAC decides what is seen.
     """
     selector = f"{APP_LABEL}={validate_app_name(app)}"
     unique = sorted(set(kinds))
     answered = {k: index.labelled(kube.name, k[0], k[1], app) if index else None for k in unique}
+    lister = lister or kube
     listed = _concurrently(
-        lambda kind: _list_labelled(kube, kind, selector),
+        lambda kind: _list_labelled(lister, kind, selector),
         [k for k in unique if answered[k] is None],
     )
     wanted = {key_of(r) for r in desired}
     cached = [o for k in unique for o in answered[k] or []]
+    if lister is not kube:
+        cached, listed = cached + [o for objects in listed for o in objects], []
     stale = [ObjectRef.of(o) for o in cached if key_of(ObjectRef.of(o)) not in wanted]
     fresh = [o for o in _concurrently(kube.get, stale) if o is not None and _is_labelled(o, app)]
     found: dict[Key, Manifest] = {}
@@ -373,13 +393,16 @@ def execute(
     *,
     timeout: float,
     on_progress: Progress | None = None,
+    boundaries: Boundaries = UNBOUNDED,
 ) -> list[PruneOutcome]:
     """Delete the plan's objects batch by batch (see the module docstring).
 
-    Returns one outcome per object, all pruned. Raises PruneIncomplete (carrying every outcome)
-    when an object could not be deleted or was still present after `timeout` seconds; later
-    batches are then not attempted.
+    Returns one outcome per object, all pruned. Raises OutsideProject, deleting nothing, when
+    an object lies outside `boundaries`; PruneIncomplete (carrying every outcome) when an
+    object could not be deleted or was still present after `timeout` seconds; later batches
+    are then not attempted.
     """
+    check_boundaries(kube, plan, boundaries)
     run = _Run(kube, plan, timeout, on_progress or (lambda _: None))
     batches = prune_order(run.waves.items())
     with run.pool:
@@ -389,3 +412,17 @@ def execute(
                 run.skip(ref for later in batches[index + 1 :] for ref in later)
                 raise run.fail(problems)
     return run.outcomes
+
+
+def check_boundaries(kube: KubeClient, plan: PrunePlan, boundaries: Boundaries) -> None:
+    """Raise OutsideProject (stage prune) naming every object of `plan` outside `boundaries`,
+    judged with the scope the cluster reports now."""
+    reasons = _concurrently(lambda ref: refusal(kube, boundaries, ref), [r for r, _ in plan.delete])
+    refused = [reason for reason in reasons if reason]
+    if refused:
+        raise OutsideProject(
+            f"{len(refused)} prune candidate(s) refused, nothing was deleted: "
+            + "; ".join(refused),
+            stage="prune",
+            cluster=kube.name,
+        )

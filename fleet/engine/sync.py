@@ -8,6 +8,12 @@ apply stage.
 
 Stages return a `StageReport` of what they did (`fleet.engine.report`); this module keeps the
 reports in order, with each stage's duration, and folds them into the `SyncResult` at the end.
+
+Two clients when a project acts as a ServiceAccount: `kube` impersonates it and makes every
+write (dry runs included) and every read that decides ownership; `own`, the cluster's registered
+credentials, keeps gitfleet's own records (the inventory in `gitfleet-system`) and lists objects
+by label to find prune candidates, each of which is then read again through `kube` before
+anything is decided. Without impersonation both are the same client.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ from fleet.engine.apply import Applier, Decision, diff_live
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
 from fleet.engine.health import assess as health
-from fleet.engine.inventory import InventoryEntry, InventoryStore
+from fleet.engine.inventory import Inventory, InventoryEntry, InventoryStore
 from fleet.engine.plan import order
-from fleet.engine.plan.prepare import Boundaries, crd_scopes, prepare
+from fleet.engine.plan.prepare import crd_scopes, prepare
+from fleet.engine.plan.tracking import Ownership
 from fleet.engine.prune import PrunePlan
 from fleet.engine.render.cache import RenderResult
 from fleet.engine.report import StageReport, fold, merge_resources
 from fleet.engine.waves import WaveRunner
-from fleet.errors import ApplyError, FleetError
+from fleet.errors import ApplyError, FleetError, UsageError
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
@@ -43,18 +50,24 @@ Progress = Callable[[str], None]
 
 
 def run(
-    request: SyncRequest, *, kube: KubeClient, caches: SyncCaches, progress: Progress | None = None
+    request: SyncRequest,
+    *,
+    kube: KubeClient,
+    caches: SyncCaches,
+    progress: Progress | None = None,
+    own: KubeClient | None = None,
 ) -> SyncResult:
-    """Sync `request` to the cluster behind `kube`; never raises a FleetError."""
+    """Sync `request` to the cluster behind `kube`; never raises a FleetError. `own`: the
+    cluster's own client when `kube` impersonates (see the module docstring)."""
     started = datetime.now(UTC)
     attrs = {"app": request.app, "cluster": kube.name, "trigger": request.trigger}
     ledger = _Ledger()
     error: FleetError | None = None
     with telemetry.stage("sync", **attrs) as span:
         trace_id = telemetry.trace_id_of(span)
-        applier = Applier(kube, force=request.force_conflicts)
+        applier = Applier(kube, force=request.force_conflicts, boundaries=request.boundaries)
         try:
-            _stages(request, kube, caches, applier, progress, ledger)
+            _stages(request, Clients(kube, own or kube), caches, applier, progress, ledger)
         except FleetError as e:
             error = e
             telemetry.mark_failed(span, str(e))
@@ -134,8 +147,11 @@ def desired_state(request: SyncRequest, *, caches: SyncCaches) -> Desired:
         request.revision,
         credentials=request.credentials,
         max_age=request.fetch_max_age,
+        limits=request.limits,
     )
-    rendered = caches.renderer.render(caches.source, resolved, request.path, request.render)
+    rendered = caches.renderer.render(
+        caches.source, resolved, request.path, request.render, limits=request.limits
+    )
     return Desired(fingerprint_of(request, rendered.cache_key), resolved.commit, rendered.inputs)
 
 
@@ -148,21 +164,44 @@ class Preview:
     results: Mapping[ObjectRef, ResourceResult]
 
 
-def preview(request: SyncRequest, *, kube: KubeClient, caches: SyncCaches) -> Preview:
+def preview(
+    request: SyncRequest, *, kube: KubeClient, caches: SyncCaches, own: KubeClient | None = None
+) -> Preview:
     """Stages 1-4 without writing: what a sync would change. Raises FleetError."""
     ledger = _Ledger()
-    applier = Applier(kube, force=request.force_conflicts)
+    applier = Applier(kube, force=request.force_conflicts, boundaries=request.boundaries)
     dry_run = dataclasses.replace(request, dry_run=True, prune=False)
     try:
-        decisions = _stages(dry_run, kube, caches, applier, None, ledger)
+        decisions = _stages(dry_run, Clients(kube, own or kube), caches, applier, None, ledger)
     finally:
         applier.close()
     return Preview(decisions, merge_resources(ledger.reports))
 
 
+@dataclasses.dataclass(frozen=True)
+class Clients:
+    """`kube` acts for the app (as its ServiceAccount, if any); `own` keeps gitfleet's records."""
+
+    kube: KubeClient
+    own: KubeClient
+
+    def check(self, req: SyncRequest) -> None:
+        """Refuse a client that does not act as the request's ServiceAccount: a caller that
+        forgot it would otherwise write with the cluster's full credentials."""
+        acting = self.kube.config.impersonate
+        if acting != req.service_account:
+            wanted = req.service_account or "the cluster's own credentials"
+            raise UsageError(
+                f"app {req.app} acts as {wanted} on {self.kube.name}, but the client given "
+                f"acts as {acting or 'the cluster credentials'}: build it with "
+                "ClusterConfig.acting_as",
+                cluster=self.kube.name,
+            )
+
+
 def _stages(
     req: SyncRequest,
-    kube: KubeClient,
+    clients: Clients,
     caches: SyncCaches,
     applier: Applier,
     progress: Progress | None,
@@ -170,16 +209,24 @@ def _stages(
 ) -> dict[ObjectRef, Decision]:
     """Run the stages, keeping each one's report in `ledger`; return stage 4's decisions."""
     deadline = time.monotonic() + req.timeout
+    clients.check(req)
+    kube = clients.kube
     # 1. source: fetch and pin the revision
     with _stage(ledger, "source", repo=req.repo, revision=req.revision) as span:
         resolved = caches.source.resolve(
-            req.repo, req.revision, credentials=req.credentials, max_age=req.fetch_max_age
+            req.repo,
+            req.revision,
+            credentials=req.credentials,
+            max_age=req.fetch_max_age,
+            limits=req.limits,
         )
         ledger.add(StageReport(revision=resolved.commit))
         span.set_attribute("gitfleet.commit", resolved.commit)
     # 2. render: manifests from the app's path (cached by tree id)
     with _stage(ledger, "render", path=req.path) as span:
-        rendered = caches.renderer.render(caches.source, resolved, req.path, req.render)
+        rendered = caches.renderer.render(
+            caches.source, resolved, req.path, req.render, limits=req.limits
+        )
         ledger.add(_rendered(req, rendered))
         span.set_attributes(
             {"gitfleet.cached": rendered.cached, "gitfleet.objects": len(rendered.objects)}
@@ -189,33 +236,35 @@ def _stages(
         objects = _prepare(req, kube, list(rendered.objects), revision=resolved.commit)
         plan = order.plan(objects)
         span.set_attribute("gitfleet.waves", len(plan.waves))
-    inventory_store = InventoryStore(kube)
-    inventory = inventory_store.load(req.app)
+    inventory_store = InventoryStore(clients.own)
+    stored = inventory_store.read(req.app)
+    inventory = _own_inventory(req, stored)
+    ownership = _ownership(req, plan, stored, inventory)
     _guard_empty(req, objects, inventory)
     # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
     with _stage(ledger, "diff") as span:
-        diffed = diff_live(req, applier, _compared(plan, objects))
+        diffed = diff_live(req, applier, _compared(plan, objects), ownership)
         ledger.add(diffed.report)
         decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
     if req.dry_run:
         ledger.add(_would_apply(decisions, plan))
-        pruning = _plan_prune(req, kube, plan, inventory, index=caches.labelled)
+        pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
         ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=None, execute=False))
         return decisions
     # 5. apply: wave by wave, each waiting for health before the next
     with _stage(ledger, "apply") as span:
-        waves = WaveRunner(kube, applier, decisions, progress=progress)
+        waves = WaveRunner(kube, applier, decisions, ownership=ownership, progress=progress)
         ledger.add(waves.run(plan, deadline=deadline, create_namespace=diffed.create_namespace))
         span.set_attribute("gitfleet.writes", applier.writes)
     # 6. prune: what this app owned before and no longer declares
     with _stage(ledger, "prune", enabled=req.prune) as span:
-        pruning = _plan_prune(req, kube, plan, inventory, index=caches.labelled)
+        pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
         ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=progress))
         span.set_attribute("gitfleet.pruned", len(pruning.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
     with _stage(ledger, "record"):
-        ledger.add(_record(req, inventory_store, plan, inventory, pruning))
+        ledger.add(_record(req, inventory_store, plan, stored, pruning))
     return decisions
 
 
@@ -230,23 +279,46 @@ def _rendered(req: SyncRequest, rendered: RenderResult) -> StageReport:
 def _prepare(
     req: SyncRequest, kube: KubeClient, objects: list[Manifest], *, revision: str
 ) -> list[Manifest]:
-    scopes = crd_scopes(objects)
+    """Stage 3's first half. Scope comes from the cluster's discovery; only a kind it does not
+    serve yet takes its scope from a CRD this sync applies (`prepare.crd_scopes`)."""
+    scopes = crd_scopes(objects, req.boundaries)
 
     def scope_of(api_version: str, kind: str) -> bool | None:
-        group = api_version.rpartition("/")[0]
-        if (group, kind) in scopes:
-            return scopes[(group, kind)]
-        return kube.is_namespaced(api_version, kind) if kube.has_kind(api_version, kind) else None
+        if kube.has_kind(api_version, kind):
+            return kube.is_namespaced(api_version, kind)
+        return scopes.get((api_version.rpartition("/")[0], kind))
 
-    bounds = Boundaries(req.allowed_namespaces, req.allowed_cluster_kinds)
     return prepare(
         objects,
-        app=req.app,
+        owner=req.owner,
         namespace=req.namespace,
         scope_of=scope_of,
         revision=revision,
-        boundaries=bounds,
+        boundaries=req.boundaries,
     )
+
+
+def _own_inventory(req: SyncRequest, stored: Inventory | None) -> list[InventoryEntry] | None:
+    """The stored inventory's entries when it is this app's (`Inventory.belongs_to`); None
+    when there is none, or when another app of the same name wrote it (its objects are not
+    ours: the record stage replaces it)."""
+    if stored is None or not stored.belongs_to(req.owner, adopt_legacy=req.adopt_legacy):
+        return None
+    return stored.entries
+
+
+def _ownership(
+    req: SyncRequest,
+    plan: order.SyncPlan,
+    stored: Inventory | None,
+    inventory: list[InventoryEntry] | None,
+) -> Ownership:
+    """Objects with a legacy tracking id count as ours when our inventory lists them; on the
+    sync that adopts a legacy inventory, this sync's hooks too (hooks are in no inventory)."""
+    legacy = [entry.ref for entry in inventory or []]
+    if stored is not None and inventory is not None and not stored.uid:
+        legacy += sorted(_hook_refs(plan))
+    return Ownership.of(req.owner, legacy)
 
 
 def _guard_empty(
@@ -277,8 +349,9 @@ def _would_apply(decisions: dict[ObjectRef, Decision], plan: order.SyncPlan) -> 
 
 def _plan_prune(
     req: SyncRequest,
-    kube: KubeClient,
+    clients: Clients,
     plan: order.SyncPlan,
+    ownership: Ownership,
     inventory: list[InventoryEntry] | None,
     *,
     index: prune.LabelledIndex | None = None,
@@ -287,7 +360,10 @@ def _plan_prune(
     hooks = _hook_refs(plan)
     kinds = {(r.api_version, r.kind) for r in desired if r not in hooks}
     kinds |= {(e.ref.api_version, e.ref.kind) for e in inventory or []}
-    labelled = prune.find_labelled(kube, req.app, sorted(kinds), index=index, desired=desired)
+    kube = clients.kube
+    labelled = prune.find_labelled(
+        kube, req.app, sorted(kinds), index=index, desired=desired, lister=clients.own
+    )
     live: dict[ObjectRef, Manifest | None] = {
         ObjectRef.of(o): o for o in labelled if ObjectRef.of(o) not in desired
     }
@@ -295,7 +371,7 @@ def _plan_prune(
         prune.read_live(kube, inventory=inventory or [], labelled=labelled, desired=desired)
     )
     return prune.plan(
-        app=req.app,
+        ownership=ownership,
         inventory=inventory or [],
         labelled=labelled,
         desired=desired,
@@ -327,7 +403,11 @@ def _prune(
         )
         return StageReport(resources=kept + waiting, undone=bool(waiting))
     outcomes = prune.execute(
-        kube, pruning, timeout=max(deadline - time.monotonic(), 1.0), on_progress=progress
+        kube,
+        pruning,
+        timeout=max(deadline - time.monotonic(), 1.0),
+        on_progress=progress,
+        boundaries=req.boundaries,
     )
     pruned = tuple(
         ResourceResult(o.ref, o.wave, Action.PRUNED, Health.MISSING, o.message) for o in outcomes
@@ -349,17 +429,19 @@ def _record(
     req: SyncRequest,
     store: InventoryStore,
     plan: order.SyncPlan,
-    inventory: list[InventoryEntry] | None,
+    stored: Inventory | None,
     pruning: PrunePlan,
 ) -> StageReport:
+    """Save what this app now owns, stamped with its uid; an inventory another app of the same
+    name left, or a legacy one just adopted, is replaced even when the entries are the same."""
     entries = {s.ref: s.wave for w in plan.waves for s in w.steps if not s.is_hook}
     if not req.prune:
         entries.update({ref: wave for ref, wave in pruning.delete})
     new = sorted((InventoryEntry(ref, wave) for ref, wave in entries.items()), key=_entry_key)
-    old = sorted(inventory or [], key=_entry_key)
-    if new == old:
+    old = sorted(stored.entries if stored else [], key=_entry_key)
+    if new == old and (stored is None or stored.written_by(req.owner)):
         return StageReport()
-    store.save(req.app, new)
+    store.save(req.owner, new)
     return StageReport(writes=1)
 
 

@@ -7,6 +7,11 @@ timeout names every object still waiting. Hooks run every sync: the previous hoo
 deleted first (BeforeHookCreation, the default) and removed after it succeeds or fails when
 its delete policy says so. When a wave fails, SyncFail hooks run before the error surfaces.
 
+Hooks are not compared in stage 4, so this module makes their checks: a hook is applied (and its
+previous run deleted) only when no other application tracks the object of that name
+(`tracking.Ownership`), and every write and delete is checked against the project's boundaries
+at that moment (`Applier.apply_one`, `Applier.check`).
+
 `WaveRunner.run` returns a `StageReport`: each object's action and last known health, the writes
 made, and the error the run stopped on, if any; `fleet.engine.sync` folds it with the others.
 """
@@ -21,8 +26,9 @@ from fleet.engine.contract import ResourceResult
 from fleet.engine.diff import compare as diff
 from fleet.engine.health.wait import assess_live, wait_healthy
 from fleet.engine.plan.order import Phase, Step, SyncPlan, Wave
+from fleet.engine.plan.tracking import Ownership
 from fleet.engine.report import StageReport
-from fleet.errors import ApplyError, FleetError
+from fleet.errors import ApplyError, FleetError, OwnershipConflict
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef
 from fleet.telemetry import spans as telemetry
@@ -39,11 +45,13 @@ class WaveRunner:
         applier: Applier,
         decisions: dict[ObjectRef, Decision],
         *,
+        ownership: Ownership,
         progress: Progress | None = None,
     ) -> None:
         self.kube = kube
         self.applier = applier
         self.decisions = decisions
+        self.ownership = ownership
         self.progress = progress
         self.live: dict[ObjectRef, Manifest] = {}
         self.results: dict[ObjectRef, ResourceResult] = {}
@@ -74,7 +82,7 @@ class WaveRunner:
 
     def _create_namespace(self, name: str) -> None:
         if name:
-            self.applier.apply_one(_namespace_decision(name), deadline=time.monotonic() + 30)
+            self.applier.create_namespace(name, deadline=time.monotonic() + 30)
 
     def _run_wave(self, wave: Wave, *, deadline: float) -> None:
         label = f"{wave.phase} wave {wave.number}"
@@ -102,6 +110,7 @@ class WaveRunner:
     def _apply_tier(self, tier: Sequence[Step], *, deadline: float) -> None:
         work = [self._decision_for(step) for step in tier]
         todo = [d for d in work if d is not None and d.apply]
+        self._claim_hooks([step for step in tier if step.is_hook])
         for step in tier:
             if step.is_hook:
                 self._delete_previous_hook(step, deadline=deadline)
@@ -142,9 +151,27 @@ class WaveRunner:
             return Decision(step.ref, step.obj, None, diff.Drift(changed=("",)), True)
         return self.decisions.get(step.ref)
 
+    def _claim_hooks(self, steps: Sequence[Step]) -> None:
+        """Raise OwnershipConflict naming every hook whose object another application tracks
+        (a hook is applied over, or deleted before it runs, so it must be ours or new)."""
+        taken = []
+        for step in steps:
+            live = self.kube.get(step.ref)
+            other = self.ownership.other_owner(live, step.ref) if live is not None else None
+            if other:
+                taken.append(f"{step.ref} is tracked by {other}")
+                self._add(step.ref, step.wave, Action.FAILED, f"tracked by {other}")
+        if taken:
+            raise OwnershipConflict(
+                "hooks owned by another application were not run: " + "; ".join(taken)
+            )
+
     def _delete_previous_hook(self, step: Step, *, deadline: float) -> None:
         policies = step.delete_policies or frozenset({"BeforeHookCreation"})
-        if "BeforeHookCreation" in policies and self.kube.delete(step.ref):
+        if "BeforeHookCreation" not in policies:
+            return
+        self.applier.check(step.ref)
+        if self.kube.delete(step.ref):
             while self.kube.get(step.ref) is not None and time.monotonic() < deadline:
                 time.sleep(0.1)
 
@@ -175,20 +202,28 @@ class WaveRunner:
         policy = "HookSucceeded" if succeeded else "HookFailed"
         for step in steps:
             if step.is_hook and policy in step.delete_policies:
+                self.applier.check(step.ref)
                 self.kube.delete(step.ref)
 
     def _run_sync_fail(self, steps: Sequence[Step], *, deadline: float) -> None:
+        """Run the SyncFail hooks. The wave's error is the one the sync reports, so a hook that
+        cannot run (another app's, outside the project) is reported on its own entry."""
         if not steps:
             return
         hooks = [Decision(s.ref, s.obj, None, diff.Drift(changed=("",)), True) for s in steps]
-        for step in steps:
-            self._delete_previous_hook(step, deadline=deadline)
-        self.applier.apply_many(hooks, deadline=deadline)
-
-
-def _namespace_decision(name: str) -> Decision:
-    obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    return Decision(ObjectRef.of(obj), obj, None, diff.Drift(changed=("",)), True)
+        try:
+            self._claim_hooks(steps)
+            for step in steps:
+                self._delete_previous_hook(step, deadline=deadline)
+        except FleetError as e:
+            for step in steps:
+                self._add(step.ref, step.wave, Action.FAILED, f"SyncFail hook not run: {e}")
+            return
+        waves = {step.ref: step.wave for step in steps}
+        for decision, _, error in self.applier.apply_many(hooks, deadline=deadline):
+            if error is not None:
+                message = f"SyncFail hook failed: {error}"
+                self._add(decision.ref, waves[decision.ref], Action.FAILED, message)
 
 
 __all__ = ["Phase", "WaveRunner"]

@@ -2,7 +2,8 @@
 
 The client and the watch both build their urllib3 pools from one cluster's settings; this is
 the one place that turns a kubeconfig's CA, client certificate, token or basic auth into a TLS
-context and request headers. Nothing outside `fleet.kube` imports it.
+context and request headers, and a ServiceAccount to act as into impersonation headers. Nothing
+outside `fleet.kube` imports it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import urllib3
+from urllib3 import HTTPHeaderDict
 
 from fleet.errors import UsageError
 from fleet.kube.kubeconfig import ClusterConfig
@@ -42,10 +44,16 @@ def _load_client_cert(ctx: ssl.SSLContext, config: ClusterConfig) -> None:
         ctx.load_cert_chain(str(cert), str(key))
 
 
-def auth_headers(config: ClusterConfig) -> dict[str, str]:
-    headers = {"Accept": "application/json", "User-Agent": "gitfleet"}
+def auth_headers(config: ClusterConfig) -> HTTPHeaderDict:
+    """Credentials, and the impersonation headers when the config acts as a ServiceAccount
+    (one `Impersonate-Group` line per group: the API server reads each line as one group)."""
+    headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": "gitfleet"})
     if config.token:
         headers["Authorization"] = f"Bearer {config.token}"
     elif config.username:
         headers.update(urllib3.util.make_headers(basic_auth=f"{config.username}:{config.password}"))
+    if config.impersonate is not None:
+        headers["Impersonate-User"] = config.impersonate.user
+        for group in config.impersonate.groups:
+            headers.add("Impersonate-Group", group)
     return headers

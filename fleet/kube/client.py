@@ -4,7 +4,9 @@ A small client over urllib3 and orjson rather than the generated `kubernetes` mo
 handles objects as plain dicts from end to end, and model (de)serialization is the known
 throughput trap of the official Python client. One `KubeClient` per cluster holds a connection
 pool, a discovery cache (kind -> resource, refreshed when a kind is unknown, e.g. right after a
-CRD is created) and request counters by verb that tests and benchmarks read.
+CRD is created) and request counters by verb that tests and benchmarks read. A client built from
+settings that act as a ServiceAccount (`ClusterConfig.acting_as`) sends every request, discovery
+included, with that account's impersonation headers, so the cluster's RBAC for it decides.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class KubeClient:
     ) -> Any:
         """Send one request; return the decoded JSON body, or raise a typed error."""
         url = self.config.server + path + (f"?{urlencode(params)}" if params else "")
-        headers = dict(self._headers)
+        headers = urllib3.HTTPHeaderDict(self._headers)
         data = None
         if body is not None:
             data = orjson.dumps(body)

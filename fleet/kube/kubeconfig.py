@@ -3,12 +3,15 @@
 Supports what fleets use with static credentials: a bearer token (inline or a token file), client
 certificates (inline data or files), basic auth, and a CA (inline or a file) or an explicit
 insecure-skip-tls-verify. Exec and auth-provider plugins are refused with a clear error: a
-control plane running unattended cannot prompt for a login.
+control plane running unattended cannot prompt for a login. So are a user's own impersonation
+fields (`as`, `as-groups`, ...): gitfleet would otherwise act with the credentials' full rights;
+a project names the ServiceAccount to act as instead (`ClusterConfig.acting_as`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,35 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
+class ServiceAccount:
+    """A ServiceAccount that requests act as (Kubernetes impersonation), so the API server's
+    RBAC for that account bounds them. Spelled `namespace:name`, as Argo CD's
+    `destinationServiceAccounts` are."""
+
+    namespace: str
+    name: str
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The groups the API server gives a ServiceAccount's own token."""
+        return (
+            "system:serviceaccounts",
+            f"system:serviceaccounts:{self.namespace}",
+            "system:authenticated",
+        )
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.name}"
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
-    """Everything needed to talk to one API server. `repr` never shows a credential."""
+    """Everything needed to talk to one API server. `repr` never shows a credential.
+    `impersonate`: every request acts as this ServiceAccount (None: as the credentials)."""
 
     name: str
     server: str
@@ -34,6 +64,11 @@ class ClusterConfig:
     username: str = ""
     password: str = field(default="", repr=False)
     namespace: str = "default"
+    impersonate: ServiceAccount | None = None
+
+    def acting_as(self, account: ServiceAccount | None) -> ClusterConfig:
+        """These settings, with every request acting as `account` (None: as the credentials)."""
+        return dataclasses.replace(self, impersonate=account)
 
 
 def load(path: Path, context: str | None = None) -> ClusterConfig:
@@ -90,6 +125,13 @@ def _refuse_plugins(user: dict[str, Any], source: str) -> None:
             raise UsageError(
                 f"{source}: user uses an '{key}' plugin, which gitfleet does not run; "
                 "give it a kubeconfig with a token or a client certificate"
+            )
+    for key in ("as", "as-uid", "as-groups", "as-user-extra"):
+        if user.get(key):
+            raise UsageError(
+                f"{source}: user sets '{key}' (impersonation), which gitfleet would not honour; "
+                "register the credentials without it and name a ServiceAccount for the cluster "
+                "in the project's destinationServiceAccounts"
             )
 
 

@@ -17,8 +17,6 @@ import pytest
 import redis
 from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from api.app import create_app
 from api.deps import get_dispatcher
@@ -26,7 +24,6 @@ from api.settings import Settings
 from fleet.control.keys import Queues
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
-from fleet.telemetry.sdk import setup_tracing
 from tests.support.redis_server import RedisServer
 
 ADMIN_TOKEN = "gf_admin-token-for-tests-0123456789"
@@ -94,6 +91,7 @@ def settings_for(url: str, **overrides: Any) -> Settings:
         secret_key=SECRET_KEY,
         webhook_secret=WEBHOOK_SECRET,
         diff_timeout_s=5.0,
+        insecure_git_hosts="127.0.0.1",  # the test git servers: plain http on the loopback
     )
     return Settings.model_validate({**values, **overrides})
 
@@ -105,15 +103,6 @@ def api(redis_url: str) -> Iterator[Api]:
     app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
         yield Api(client, dispatcher, app.state.store)
-
-
-@pytest.fixture(scope="session")
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Every span this process finishes, kept in memory (the SDK is installed once)."""
-    exporter = InMemorySpanExporter()
-    setup_tracing("gitfleet-tests").add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.clear()
 
 
 @pytest.fixture
@@ -164,3 +153,19 @@ def add_app(api: Api, name: str, **overrides: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+def preview_resource(kind: str, name: str, action: str) -> dict[str, Any]:
+    """One object of a preview job's answer, every field as the worker writes it
+    (`ResourceResult.to_json`)."""
+    return {
+        "group": "",
+        "version": "v1",
+        "kind": kind,
+        "namespace": "shop",
+        "name": name,
+        "wave": 0,
+        "action": action,
+        "health": "Healthy",
+        "message": "",
+    }

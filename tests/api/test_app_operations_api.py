@@ -7,7 +7,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
 from fleet.model import SyncStatus, Trigger
-from tests.api.conftest import Api, add_app, add_cluster
+from tests.api.conftest import Api, add_app, add_cluster, preview_resource
+from tests.support.traces import trace_id_of
 
 DENY_ALWAYS = {"kind": "deny", "schedule": "* * * * *", "duration": "1h"}
 
@@ -45,9 +46,7 @@ def test_a_manual_sync_enqueues_one_job_per_instance_carrying_the_requests_trace
     assert len(trace_id) == 32
     for call in calls:
         assert call["carrier"]["traceparent"].split("-")[1] == trace_id
-    names = {
-        s.name for s in spans.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id
-    }
+    names = {s.name for s in spans.get_finished_spans() if trace_id_of(s) == trace_id}
     assert {"gitfleet.api.manual", "gitfleet.api.enqueue"} <= names
     operation = api.client.get("/api/v1/apps/shop").json()["last_operation"]
     assert operation["kind"] == "sync" and operation["trace_id"] == trace_id
@@ -82,8 +81,8 @@ def test_a_deny_window_refuses_a_manual_sync_unless_it_allows_manual_syncs(
 def test_diff_enqueues_dry_runs_and_returns_what_would_change(two_clusters: Api) -> None:
     api = two_clusters
     selector_app(api)
-    changed = {"kind": "ConfigMap", "name": "cfg", "action": "configured"}
-    same = {"kind": "Service", "name": "svc", "action": "unchanged"}
+    changed = preview_resource("ConfigMap", "cfg", "configured")
+    same = preview_resource("Service", "svc", "unchanged")
     api.dispatcher.results[("shop", "east")] = {"revision": "abc", "resources": [changed, same]}
     api.dispatcher.results[("shop", "west")] = {"revision": "abc", "resources": [same]}
 

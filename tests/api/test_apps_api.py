@@ -56,7 +56,8 @@ def test_an_app_from_a_repository_outside_its_project_is_refused(api: Api) -> No
     response = api.client.post("/api/v1/apps", json=body)
 
     assert response.status_code == 403
-    assert "source.repo: evil.example.com/x is not an allowed source" in response.json()["detail"]
+    detail = response.json()["detail"]
+    assert "source.repo: https://evil.example.com/x is not an allowed source" in detail
 
 
 def test_an_app_inside_its_project_bounds_is_created(api: Api) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -118,19 +120,21 @@ def test_tokens_are_stored_only_as_digests(api: Api) -> None:
     assert api.store.lookup_token(token) is not None
 
 
-def test_without_an_admin_token_setting_one_is_generated_and_printed_only_once(
-    redis_url: str, capfd: pytest.CaptureFixture[str]
+def test_without_an_admin_token_setting_one_is_generated_once_into_a_private_file(
+    redis_url: str, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    settings = settings_for(redis_url, admin_token=None)
+    path = tmp_path / "admin-token"
+    settings = settings_for(redis_url, admin_token=None, admin_token_file=path)
     with TestClient(create_app(settings)):
         pass
     first = capfd.readouterr().err
+    token = path.read_text().strip()
     with TestClient(create_app(settings)):
         pass
     second = capfd.readouterr().err
 
-    token = next(line.strip() for line in first.splitlines() if line.strip().startswith("gf_"))
-    assert "shown only this once" in first
-    assert token not in second
+    assert token.startswith("gf_") and str(path) in first
+    assert token not in first + second
+    assert str(path) not in second and path.read_text().strip() == token
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {token}"}) as client:
         assert client.get("/api/v1/clusters").status_code == 200

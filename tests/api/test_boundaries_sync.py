@@ -18,6 +18,7 @@ from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef, Trigger
 from tests.conftest import Cluster
 from tests.support.gitrepo import GitRepo
+from tests.support.gitserver import GitHttpServer
 
 CONFIGMAP = """apiVersion: v1
 kind: ConfigMap
@@ -34,11 +35,11 @@ rules: []
 """
 
 
-def app_for(repo: GitRepo, name: str, namespace: str) -> AppRecord:
+def app_for(repo_url: str, name: str, namespace: str) -> AppRecord:
     return AppRecord(
         name=name,
         project="team-a",
-        source=AppSource(repo=repo.url, path="app"),
+        source=AppSource(repo=repo_url, path="app"),
         destination=AppDestination(namespace=namespace, cluster="east"),
     )
 
@@ -55,11 +56,11 @@ def test_an_app_aimed_at_a_forbidden_namespace_is_refused_at_create_and_again_at
     project = ProjectRecord(
         "team-a", source_repos=("*",), destinations=(Destination("*", "team-*"),)
     )
-    app = app_for(repo, f"bounded-{namespace}", namespace)
-
-    at_create = check_app_allowed(app, project, [cluster.name])
-    request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
-    result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
+    with GitHttpServer({"repo": repo.path}) as git:  # a project's repo is a URL, never a path
+        app = app_for(git.url_for("repo"), f"bounded-{namespace}", namespace)
+        at_create = check_app_allowed(app, project, [cluster.name])
+        request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
+        result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
 
     assert at_create == [
         f"destination.namespace: namespace {namespace} on cluster {cluster.name} is not an "
@@ -93,11 +94,11 @@ def test_every_rendered_object_outside_the_project_is_refused_even_when_the_app_
     project = ProjectRecord(
         "team-a", source_repos=("*",), destinations=(Destination(cluster.name, namespace),)
     )
-    app = app_for(repo, f"bounded-{namespace}", namespace)
-
-    at_create = check_app_allowed(app, project, [cluster.name])
-    request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
-    result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
+    with GitHttpServer({"repo": repo.path}) as git:  # a project's repo is a URL, never a path
+        app = app_for(git.url_for("repo"), f"bounded-{namespace}", namespace)
+        at_create = check_app_allowed(app, project, [cluster.name])
+        request = request_for(app, project, cluster.name, trigger=Trigger.MANUAL)
+        result = sync.run(request, kube=kube, caches=SyncCaches.at(tmp_path / "cache"))
 
     assert at_create == []
     assert "ConfigMap/kube-system/stray: namespace kube-system is not an allowed destination" in (

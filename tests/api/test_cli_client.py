@@ -19,7 +19,13 @@ from deploy.testbed.process import free_port
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import InstanceStatus, ResourceRecord, SyncRecord
 from fleet.model import Action, Health, SyncStatus, Trigger
-from tests.api.conftest import ADMIN_TOKEN, RecordingDispatcher, fake_kubeconfig, settings_for
+from tests.api.conftest import (
+    ADMIN_TOKEN,
+    RecordingDispatcher,
+    fake_kubeconfig,
+    preview_resource,
+    settings_for,
+)
 
 
 @dataclass
@@ -173,7 +179,7 @@ def test_sync_rollback_and_delete_print_their_jobs_and_diff_exits_1_on_changes(
 ) -> None:
     add_east(served, capsys, kubeconfig)
     create_shop(served, capsys)
-    changed = {"kind": "ConfigMap", "namespace": "shop", "name": "cfg", "action": "configured"}
+    changed = preview_resource("ConfigMap", "cfg", "configured")
     served.dispatcher.results[("shop", "east")] = {"revision": "abc", "resources": [changed]}
 
     synced = served.run(capsys, "app", "sync", "shop", "--revision", "v2")

@@ -9,11 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rq import Queue
-from rq.job import Job
 
 from api.app import create_app
 from fleet.control.keys import Queues
-from fleet.control.routing import membership
+from fleet.control.routing import membership, payloads
 from tests.api.conftest import (
     ADMIN_TOKEN,
     Api,
@@ -46,7 +45,7 @@ def test_a_manual_sync_lands_in_the_owner_workers_queue_carrying_the_requests_tr
     queue = Queue(job["queue"], connection=real.store.redis)
     assert job["queue"] == Queues().shard("w1")
     assert queue.job_ids == [job["job_id"]]
-    carried = Job.fetch(job["job_id"], connection=real.store.redis).meta["otel"]
+    carried = payloads.fetch(job["job_id"], real.store.redis).meta["otel"]
     assert carried["traceparent"].split("-")[1] == first.json()["trace_id"]
     assert again.json()["jobs"][0]["merged"] is True
     assert queue.count == 1

@@ -141,7 +141,18 @@ def test_a_passphrase_setting_derives_a_stable_fernet_key() -> None:
     assert key_from(generated.decode()) == generated
 
 
-def test_without_a_key_setting_the_key_is_kept_in_redis_and_a_warning_logged_without_it(
+def test_without_a_key_setting_the_box_refuses_to_open_and_keeps_no_key_in_redis(
+    redis_url: str,
+) -> None:
+    connection = redis.Redis.from_url(redis_url)
+
+    with pytest.raises(SecretError, match=r"GITFLEET_SECRET_KEY is not set.*--insecure-dev"):
+        SecretBox.open(None, connection)
+
+    assert connection.get(Keys().secret_key) is None
+
+
+def test_with_insecure_dev_and_no_key_setting_the_key_is_kept_in_redis_and_a_warning_logged(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     import fleet.control.registry.secrets
@@ -150,8 +161,8 @@ def test_without_a_key_setting_the_key_is_kept_in_redis_and_a_warning_logged_wit
     connection = redis.Redis.from_url(redis_url)
     caplog.set_level(logging.WARNING)
 
-    first = SecretBox.open(None, connection)
-    second = SecretBox.open("", connection)
+    first = SecretBox.open(None, connection, insecure_dev=True)
+    second = SecretBox.open("", connection, insecure_dev=True)
 
     assert second.decrypt(first.encrypt("x")) == "x"
     stored = connection.get(Keys().secret_key)

@@ -46,7 +46,7 @@ from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.engine.inventory import InventoryStore
 from fleet.errors import FleetError
-from fleet.model import ObjectRef
+from fleet.model import ObjectRef, Trigger
 from tests.support import manifests as m
 from tests.support.gitrepo import GitRepo
 from tests.support.gitserver import GitHttpServer
@@ -56,6 +56,12 @@ from worker.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"ttl": 2.0, "lease_ttl": 4.0, "debounce": 0.5}
+INSECURE_GIT_HOSTS = "127.0.0.1"  # the test git servers: plain http on the loopback
+
+
+def settings_ref(namespace: str) -> ObjectRef:
+    """The ConfigMap `settings` that `FleetEnv.commit_apps` writes for every app."""
+    return ObjectRef("", "v1", "ConfigMap", namespace, "settings")
 
 
 class PodReadiness:
@@ -173,6 +179,15 @@ class FleetEnv:
         self.created.append((name, cluster, name))
         return self.store.put_app(record, create=True)
 
+    def sync_and_wait(
+        self, app: str, cluster: str, trigger: Trigger = Trigger.MANUAL
+    ) -> dict[str, Any]:
+        """Request a sync of one instance and wait (up to 120 s) for its job's answer."""
+        ref = self.dispatcher.request_sync(app, cluster, trigger=trigger)
+        answer = self.dispatcher.wait(ref, timeout=120)
+        assert answer is not None, f"no answer for the {trigger} sync of {app}@{cluster}"
+        return answer
+
     # -- workers ------------------------------------------------------------------------------
 
     def settings(self, name: str, **overrides: Any) -> WorkerSettings:
@@ -183,6 +198,7 @@ class FleetEnv:
             secret_key=self.secret_key,
             prefix=self.prefix,
             cache_root=self.folder / "cache",
+            insecure_git_hosts=(INSECURE_GIT_HOSTS,),
             **values,
         )
 
@@ -198,6 +214,7 @@ class FleetEnv:
             "GITFLEET_SECRET_KEY": self.secret_key,
             "GITFLEET_PREFIX": self.prefix,
             "GITFLEET_CACHE_DIR": str(self.folder / "cache"),
+            "GITFLEET_INSECURE_GIT_HOSTS": INSECURE_GIT_HOSTS,
         }
         args = ["--name", name, "--ttl", str(FAST["ttl"]), "--lease-ttl", str(FAST["lease_ttl"])]
         log = (self.folder / f"{name}.log").open("wb")

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dulwich import porcelain
+from dulwich.object_store import tree_lookup_path
+from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 AUTHOR = b"gitfleet tests <tests@gitfleet.invalid>"
@@ -71,6 +73,14 @@ class GitRepo:
     def head(self) -> str:
         with Repo(str(self.path)) as repo:
             return repo.head().decode()
+
+    def tree_id(self, path: str) -> str:
+        """The id git gives the tree at `path` in HEAD (`git rev-parse HEAD:<path>`)."""
+        with Repo(str(self.path)) as repo:
+            commit = repo[repo.head()]
+            assert isinstance(commit, Commit)
+            _, sha = tree_lookup_path(repo.__getitem__, commit.tree, path.encode())
+            return sha.decode()
 
     def _write(self, name: str, content: Content) -> None:
         target = self.path / name

@@ -3,9 +3,11 @@
 - `records`: clusters, projects, apps and tokens as frozen records.
 - `store`: reading and writing them, with credentials encrypted by `secrets`.
 - `instances`: an app on one cluster (`app@cluster`), and which clusters an app deploys to.
-- `repos`: repository URLs in the normal form that names one repository.
+- `repos`: repository URLs in the normal form that names one repository (webhooks, pushes).
+- `gitcreds`: git credentials bound to their URL, and repository credentials for many apps.
 - `tokens`: API tokens, kept only as digests.
-- `syncrecords`: what a sync leaves: each instance's status and its sync history, typed.
+- `syncrecords`: what a sync leaves: each instance's status and its sync history, typed; and
+  the last operation requested through the API, and a preview's answer.
 - `status`: storing those records, the last API operation, and the counters /metrics reads.
 - `transact`: the generation-guarded transaction every registry write goes through.
 - `errors`: what a read or write refuses (`NotFound`, `AlreadyExists`, `InUse`, ...).

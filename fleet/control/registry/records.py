@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
 from fleet.control.windows import SyncWindow
-from fleet.kube.kubeconfig import ClusterConfig, parse
+from fleet.engine.limits import Limits
+from fleet.kube.kubeconfig import ClusterConfig, ServiceAccount, parse
 
 T = TypeVar("T")
 
@@ -84,6 +87,20 @@ class Destination:
 
 
 @dataclass(frozen=True)
+class DestinationServiceAccount:
+    """The ServiceAccount (`namespace:name`) a project's syncs act as on the clusters and
+    destination namespaces matching the globs (`fleet.control.policy.acting_as`)."""
+
+    cluster: str
+    namespace: str = "*"
+    service_account: str = ""
+
+    def account(self) -> ServiceAccount:
+        namespace, _, name = self.service_account.partition(":")
+        return ServiceAccount(namespace, name)
+
+
+@dataclass(frozen=True)
 class ProjectRecord:
     """Bounds on what apps of the project may deploy.
 
@@ -91,6 +108,13 @@ class ProjectRecord:
     destinations: allowed (cluster, namespace) glob pairs.
     cluster_kinds: allowed cluster-scoped kinds as `group/Kind` (`Kind` for the core group),
     or `*` for all; none unless listed.
+    destination_service_accounts: who the project's syncs act as, per destination; the first
+    entry matching wins (none: the cluster's registered credentials).
+    has_webhook_secret: the project has its own webhook secret (stored encrypted, apart):
+    deliveries signed with it reach this project's apps, and the global secret no longer does.
+    allow_remote_renders: kustomize may fetch remote resources and bases, helm dependencies
+    from chart repositories (refused otherwise: the worker would fetch any URL a repo names).
+    limits: bounds on fetching and rendering the project's repositories (`fleet.engine.limits`).
     """
 
     name: str
@@ -98,6 +122,10 @@ class ProjectRecord:
     source_repos: tuple[str, ...] = ()
     destinations: tuple[Destination, ...] = ()
     cluster_kinds: tuple[str, ...] = ()
+    destination_service_accounts: tuple[DestinationServiceAccount, ...] = ()
+    has_webhook_secret: bool = False
+    allow_remote_renders: bool = False
+    limits: Limits = field(default_factory=Limits)
     created: str = ""
 
 
@@ -167,7 +195,10 @@ class SyncPolicy:
 @dataclass(frozen=True)
 class AppRecord:
     """An application. `has_credentials`: git credentials are stored (encrypted) for it.
-    `deleting`: a cascading delete is pruning its objects; the record goes once that is done."""
+    `deleting`: a cascading delete is pruning its objects; the record goes once that is done.
+    `uid`: given by the store when the app is created and kept for life; the objects the app
+    applies are tracked by it, so a later app of the same name owns none of them. Empty for a
+    record stored before apps had uids (see `owner_uid`)."""
 
     name: str
     source: AppSource
@@ -179,16 +210,29 @@ class AppRecord:
     deleting: bool = False
     created: str = ""
     updated: str = ""
+    uid: str = ""
+
+    @property
+    def owner_uid(self) -> str:
+        """The uid objects are tracked by: `uid`, or for a record stored before apps had one, a
+        uid derived from its name and creation time (stable, and no later app's)."""
+        seed = f"gitfleet:app:{self.name}:{self.created}"
+        return self.uid or str(uuid.uuid5(uuid.NAMESPACE_URL, seed))
 
 
 @dataclass(frozen=True)
 class TokenRecord:
-    """An API token; only the SHA-256 of its text is stored."""
+    """An API token; only the SHA-256 of its text is stored. `expires`: ISO 8601 instant after
+    which it is refused ("" never)."""
 
     name: str
     role: Role
     project: str | None = None
     created: str = ""
+    expires: str = ""
+
+    def expired(self, now: datetime) -> bool:
+        return bool(self.expires) and datetime.fromisoformat(self.expires) <= now
 
 
 def to_data(record: Any) -> dict[str, Any]:

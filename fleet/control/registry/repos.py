@@ -2,9 +2,10 @@
 
 Host and path, lower case, without scheme, credentials, default port, trailing slash or `.git`:
 the HTTPS and SSH clone URLs of one repository, as a push webhook reports them, name the same
-thing. The registry keys what each instance last synced by this name (`Keys.synced`), the
-webhook handler matches pushes by it, and project policies compare source globs with it
-(`fleet.control.policy`).
+thing. The registry keys what each instance last synced by this name (`Keys.synced`) and the
+webhook handler matches pushes by it. It is a matching key only, never a security boundary:
+project policies match the parsed URL, scheme kept (`fleet.control.sourcerepos`), and
+credentials are bound to `fleet.engine.source.remotes.RemoteUrl.name`.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ is either a Fernet key (urlsafe base64 of 32 bytes) or any other text, a passphr
 a key is derived as urlsafe-base64(SHA-256(passphrase)). A passphrase is only as strong as its
 entropy: use a generated key in production.
 
-When the setting is unset we generate a key and store it in Redis (`<p>:secret-key`, set only
-if absent, so the first process to start wins and every coordinator and worker agrees).
-That keeps a fresh install working without configuration, but a key stored next to the data
-protects nothing against someone who can read Redis, so every process that falls back to it
-logs one warning saying so. The key itself is never logged.
+The coordinator and the workers refuse to start without the setting (`require_key`): a key
+stored next to the data protects nothing against someone who can read Redis. Only with
+`--insecure-dev` (a local trial) do they generate a key and store it in Redis
+(`<p>:secret-key`, set only if absent, so the first process to start wins and every
+coordinator and worker agrees), and every process that falls back to it logs one warning
+saying so. The key itself is never logged.
 """
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ def key_from(text: str) -> bytes:
     return base64.urlsafe_b64encode(hashlib.sha256(raw).digest())
 
 
+def require_key(setting: str | None, *, insecure_dev: bool) -> None:
+    """Refuse to go on without a key setting, unless `insecure_dev` allows the stored key."""
+    if (setting and setting.strip()) or insecure_dev:
+        return
+    raise SecretError(
+        "GITFLEET_SECRET_KEY is not set: it encrypts every cluster and git credential, and "
+        "gitfleet will not keep that key in Redis next to them. Set it to the same key on the "
+        'coordinator and every worker (make one with `python -c "from cryptography.fernet '
+        'import Fernet; print(Fernet.generate_key().decode())"`), or pass --insecure-dev for '
+        "a local trial."
+    )
+
+
 class SecretBox:
     """Encrypts with the first key, decrypts with any of them."""
 
@@ -69,10 +83,19 @@ class SecretBox:
         return cls([key_from(entry) for entry in entries])
 
     @classmethod
-    def open(cls, setting: str | None, redis: Redis, *, prefix: str = "gitfleet") -> SecretBox:
-        """The box for this process: from the setting, or from the key kept in Redis."""
+    def open(
+        cls,
+        setting: str | None,
+        redis: Redis,
+        *,
+        prefix: str = "gitfleet",
+        insecure_dev: bool = False,
+    ) -> SecretBox:
+        """The box for this process: from the setting, or (`insecure_dev` only) from the key
+        kept in Redis."""
         if setting and setting.strip():
             return cls.from_setting(setting)
+        require_key(setting, insecure_dev=insecure_dev)
         key = Keys(prefix).secret_key
         redis.set(key, Fernet.generate_key(), nx=True)
         stored = redis.get(key)
@@ -81,9 +104,10 @@ class SecretBox:
         if not _warned.is_set():
             _warned.set()
             log.warning(
-                "GITFLEET_SECRET_KEY is unset: credentials are encrypted with a key stored in "
-                "Redis at %s, which does not protect them from anyone who can read Redis. "
-                "Set GITFLEET_SECRET_KEY (a Fernet key) on every coordinator and worker.",
+                "GITFLEET_SECRET_KEY is unset (--insecure-dev): credentials are encrypted with "
+                "a key stored in Redis at %s, which does not protect them from anyone who can "
+                "read Redis. Set GITFLEET_SECRET_KEY (a Fernet key) on every coordinator and "
+                "worker.",
                 key,
             )
         return cls([stored])

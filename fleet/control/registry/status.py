@@ -12,10 +12,8 @@ The records are typed (`fleet.control.registry.syncrecords`) and (de)serialised 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -23,8 +21,10 @@ from redis.client import Pipeline
 from fleet.control.keys import Keys
 from fleet.control.registry.syncrecords import (
     HISTORY,
+    OPERATION,
     STATUS,
     InstanceStatus,
+    Operation,
     SkipRecord,
     SyncRecord,
 )
@@ -74,13 +74,15 @@ class SyncLog:
         raw: list[bytes] = self.redis.lrange(key, 0, limit - 1)  # type: ignore[assignment]
         return [HISTORY.validate_json(item) for item in raw]
 
-    def set_operation(self, app: str, operation: dict[str, Any]) -> None:
-        """The last operation requested through the API (sync, rollback, delete)."""
-        self.redis.set(self.keys.operation(app), json.dumps({**operation, "at": now()}))
+    def set_operation(self, app: str, operation: Operation) -> None:
+        """The last operation requested through the API (sync, rollback, delete), stamped `at`
+        now."""
+        stamped = replace(operation, at=datetime.fromisoformat(now()))
+        self.redis.set(self.keys.operation(app), OPERATION.dump_json(stamped))
 
-    def get_operation(self, app: str) -> dict[str, Any] | None:
+    def get_operation(self, app: str) -> Operation | None:
         raw = self.redis.get(self.keys.operation(app))
-        return json.loads(raw) if isinstance(raw, bytes) else None
+        return OPERATION.validate_json(raw) if isinstance(raw, bytes) else None
 
     def _count(self, pipe: Pipeline, record: SyncRecord | SkipRecord) -> None:
         pipe.hincrby(self.keys.sync_counts, str(record.outcome), 1)

@@ -19,8 +19,10 @@ live in their own modules; `Store` offers their operations too so callers need o
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from redis import Redis
@@ -36,6 +38,7 @@ from fleet.control.registry.errors import (
     NotFound,
     StoreError,
 )
+from fleet.control.registry.gitcreds import BoundCredentials, Repositories, own_credentials
 from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import (
     DEFAULT_PROJECT,
@@ -53,6 +56,7 @@ from fleet.control.registry.syncrecords import InstanceStatus, SkipRecord, SyncR
 from fleet.control.registry.tokens import Tokens
 from fleet.control.registry.transact import now, transact
 from fleet.engine.source.cache import GitCredentials
+from fleet.engine.source.remotes import RepoUrlError, identity, parse_remote
 from fleet.kube.kubeconfig import ClusterConfig
 
 __all__ = ["AlreadyExists", "Conflict", "InUse", "InvalidReference", "NotFound", "Store"]
@@ -70,6 +74,7 @@ class Store:
         self.keys = Keys(prefix)
         self.log = SyncLog(redis, self.keys)
         self.tokens = Tokens(redis, self.keys)
+        self.repositories = Repositories(redis, self.keys, box)
         self._apps_cache: tuple[bytes | None, list[AppRecord]] = (None, [])
         self._apps_lock = threading.Lock()
         self._configs: dict[str, tuple[bytes, ClusterConfig]] = {}  # by cluster: ciphertext
@@ -165,20 +170,38 @@ class Store:
 
     # -- projects -----------------------------------------------------------------------------
 
-    def put_project(self, record: ProjectRecord, *, create: bool | None = None) -> ProjectRecord:
-        """Create or replace a project. `default` is built in: it can be replaced, not created."""
-        record = replace(record, created=record.created or now())
-        key = self.keys.project(record.name)
+    def put_project(
+        self,
+        record: ProjectRecord,
+        *,
+        webhook_secret: str | None = None,
+        create: bool | None = None,
+    ) -> ProjectRecord:
+        """Create or replace a project. `default` is built in: it can be replaced, not created.
+        A given `webhook_secret` is stored encrypted; with none given, the stored one is kept if
+        `record.has_webhook_secret`, and removed otherwise."""
+        has_secret = webhook_secret is not None or record.has_webhook_secret
+        record = replace(record, created=record.created or now(), has_webhook_secret=has_secret)
+        key, secret_key = (
+            self.keys.project(record.name),
+            self.keys.project_webhook_secret(record.name),
+        )
 
         def check() -> None:
             if record.name != DEFAULT_PROJECT.name:
                 self._existence(key, "project", record.name, create)
             elif create is True:
                 raise AlreadyExists("project default is built in; change it with PUT")
+            if webhook_secret is None and has_secret and not self.redis.exists(secret_key):
+                raise InvalidReference("webhookSecret", "there is no stored webhook secret")
 
         def write(pipe: Pipeline) -> None:
             pipe.set(key, records.to_json(record))
             pipe.sadd(self.keys.projects, record.name)
+            if webhook_secret is not None:
+                pipe.set(secret_key, self.box.encrypt(webhook_secret))
+            elif not has_secret:
+                pipe.delete(secret_key)
 
         self._transact(check, write)
         return record
@@ -198,8 +221,19 @@ class Store:
         stored.setdefault(DEFAULT_PROJECT.name, DEFAULT_PROJECT)
         return [stored[name] for name in sorted(stored)]
 
+    def webhook_secrets(self) -> dict[str, str]:
+        """Decrypted webhook secrets by project: for the webhook handler, never for a response."""
+        names = [p.name for p in self.list_projects() if p.has_webhook_secret]
+        raws = (
+            self.redis.mget([self.keys.project_webhook_secret(n) for n in names]) if names else []
+        )
+        pairs = zip(names, raws, strict=True)
+        return {n: self.box.decrypt(r) for n, r in pairs if isinstance(r, bytes)}
+
     def delete_project(self, name: str) -> None:
-        """Delete a project; refused while apps belong to it, and for the built-in default."""
+        """Delete a project with its webhook secret and its member tokens; refused while apps
+        belong to it, and for the built-in default."""
+        tokens: dict[str, str] = {}
 
         def check() -> None:
             if name == DEFAULT_PROJECT.name:
@@ -208,10 +242,12 @@ class Store:
             users = [a.name for a in self.list_apps() if a.project == name]
             if users:
                 raise InUse(f"project {name} still has app(s) {', '.join(users)}")
+            tokens.update(self.tokens.of_project(name))
 
         def write(pipe: Pipeline) -> None:
-            pipe.delete(self.keys.project(name))
+            pipe.delete(self.keys.project(name), self.keys.project_webhook_secret(name))
             pipe.srem(self.keys.projects, name)
+            self.tokens.forget(pipe, tokens)
 
         self._transact(check, write)
 
@@ -224,31 +260,48 @@ class Store:
         credentials: GitCredentials | None = None,
         create: bool | None = None,
     ) -> AppRecord:
-        """Create or replace an app. Given git credentials are stored; with none given, the
-        stored ones are kept if `record.has_credentials`, and removed otherwise."""
+        """Create or replace an app. Given git credentials are stored, bound to the app's
+        repository URL (`fleet.control.registry.gitcreds`); with none given, the stored ones
+        are kept if `record.has_credentials` and they are bound to the app's URL, and removed
+        otherwise: the returned record's `has_credentials` says which."""
         stamp = now()
-        has_credentials = credentials is not None or record.has_credentials
-        record = replace(
-            record, created=record.created or stamp, updated=stamp, has_credentials=has_credentials
-        )
+        record = replace(record, created=record.created or stamp, updated=stamp)
         key, creds_key = self.keys.app(record.name), self.keys.app_credentials(record.name)
+        keep = credentials is None and record.has_credentials
 
         def check() -> None:
+            nonlocal record
             self._existence(key, "app", record.name, create)
             self._check_references(record)
-            if credentials is None and has_credentials and not self.redis.exists(creds_key):
+            if keep and not self.redis.exists(creds_key):
                 raise InvalidReference("credentials", "there are no stored git credentials")
+            bound = keep and self._bound_to(creds_key, record.source.repo)
+            record = replace(record, has_credentials=credentials is not None or bound)
+            record = replace(record, uid=self._uid_for(key))
 
         def write(pipe: Pipeline) -> None:
             pipe.set(key, records.to_json(record))
             pipe.sadd(self.keys.apps, record.name)
             if credentials is not None:
-                pipe.set(creds_key, self._encrypted(credentials))
-            elif not has_credentials:
+                bound = BoundCredentials.bind(credentials, record.source.repo)
+                pipe.set(creds_key, self._encrypted(bound))
+            elif not record.has_credentials:
                 pipe.delete(creds_key)
 
         self._transact(check, write)
         return record
+
+    def _uid_for(self, key: str) -> str:
+        """An app keeps its uid for life (a record stored before uids keeps none: its objects
+        are tracked by `AppRecord.owner_uid`); a new app gets a fresh one, whatever the caller
+        passed, so a later app of a deleted app's name is another app."""
+        raw = self._read(key)
+        return records.from_json(AppRecord, raw).uid if raw is not None else str(uuid.uuid4())
+
+    def _bound_to(self, creds_key: str, repo: str) -> bool:
+        raw = self._read(creds_key)
+        stored = records.from_json(BoundCredentials, self.box.decrypt(raw)) if raw else None
+        return stored is not None and stored.url == identity(repo)
 
     def _check_references(self, record: AppRecord) -> None:
         try:
@@ -259,8 +312,12 @@ class Store:
         if cluster and not self.redis.exists(self.keys.cluster(cluster)):
             raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
         for dep in record.depends_on:
-            if dep == record.name or not self.redis.exists(self.keys.app(dep)):
-                raise InvalidReference("dependsOn", f"no other app named {dep}")
+            if dep == record.name or self._project_of(dep) != record.project:
+                raise InvalidReference(
+                    "dependsOn",
+                    f"no other app named {dep} in project {record.project} (an app depends "
+                    "only on apps of its own project)",
+                )
         cycle = self._cycle_through(record)
         if cycle:
             raise InvalidReference("dependsOn", "makes a cycle: " + " -> ".join(cycle))
@@ -278,6 +335,10 @@ class Store:
                 seen.add(name)
                 stack.extend((dep, [*path, dep]) for dep in self._depends_on(name))
         return []
+
+    def _project_of(self, app: str) -> str | None:
+        raw = self._read(self.keys.app(app))
+        return records.from_json(AppRecord, raw).project if raw is not None else None
 
     def _depends_on(self, name: str) -> tuple[str, ...]:
         try:
@@ -305,9 +366,26 @@ class Store:
             return list(self._apps_cache[1])
 
     def git_credentials(self, app: str) -> GitCredentials | None:
-        """Decrypted git credentials of an app: for workers, never for a response."""
+        """Decrypted git credentials of an app as stored, bound or not: never for a response."""
+        stored = self._own_credentials(app)
+        return stored.credentials() if stored else None
+
+    def git_credentials_for(self, app: AppRecord) -> GitCredentials | None:
+        """What a worker sends to fetch `app`: its own credentials, only while bound to its URL
+        (else CredentialsRefused), or else the repository credentials that cover its URL for
+        its project, or none."""
+        stored = self._own_credentials(app.name)
+        if stored is not None:
+            return own_credentials(app, stored)
+        try:
+            url = parse_remote(app.source.repo)
+        except RepoUrlError:
+            return None
+        return self.repositories.for_app(app.project, url)
+
+    def _own_credentials(self, app: str) -> BoundCredentials | None:
         raw = self._read(self.keys.app_credentials(app))
-        return records.from_json(GitCredentials, self.box.decrypt(raw)) if raw else None
+        return records.from_json(BoundCredentials, self.box.decrypt(raw)) if raw else None
 
     def instances(self, app: AppRecord, clusters: list[ClusterRecord] | None = None) -> list[str]:
         """Names of the registered clusters `app` deploys to: its cluster, or every cluster
@@ -370,8 +448,10 @@ class Store:
     def history(self, app: str, cluster: str) -> list[SyncRecord | SkipRecord]:
         return self.log.history(app, cluster)
 
-    def create_token(self, name: str, role: Role, project: str | None = None) -> str:
-        return self.tokens.create(name, role, project)
+    def create_token(
+        self, name: str, role: Role, project: str | None = None, *, expires: datetime | None = None
+    ) -> str:
+        return self.tokens.create(name, role, project, expires=expires)
 
     def lookup_token(self, plaintext: str) -> TokenRecord | None:
         return self.tokens.lookup(plaintext)

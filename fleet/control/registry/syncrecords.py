@@ -1,4 +1,5 @@
-"""The records a sync leaves behind: each instance's status and its sync history.
+"""The records a sync leaves behind: each instance's status and its sync history; and the
+records around them: the last operation requested through the API, and a preview's answer.
 
 Workers write them and the coordinator, the scheduler and the benchmark read them, so they are
 frozen dataclasses read and written through pydantic (`TypeAdapter`), never dicts read by key
@@ -8,7 +9,9 @@ name. Their JSON is what the API returns (`api.views`), field for field:
   attempt, merged requests, worker, outcome, duration);
 - `SkipRecord`: a sync a window blocked, with the window's reason as its message;
 - `InstanceStatus`: the current state of one instance: the last sync's status, health,
-  revision and objects, the last sync itself, and the latest message (a skip, a wait, a delete).
+  revision and objects, the last sync itself, and the latest message (a skip, a wait, a delete);
+- `Operation`: the last sync, rollback or delete requested through the API, with its jobs;
+- `PreviewRecord`: what a preview (dry-run) job answers, which `GET .../diff` shows.
 
 Records written by an older version still read: every field that was added later has a
 default, and unknown fields are ignored. A record without `result` or `duration_s` (older
@@ -19,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, PlainSerializer, Tag, TypeAdapter
+from pydantic import BeforeValidator, Discriminator, Field, PlainSerializer, Tag, TypeAdapter
 
 from fleet.engine.contract import ResourceResult, SyncResult
 from fleet.model import Action, Health, ObjectRef, Outcome, SyncStatus, Trigger
@@ -224,5 +227,73 @@ class InstanceStatus:
     updated: Stamp | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class OperationJob:
+    """The job an operation enqueued for one instance; `merged`: the request joined a sync
+    already pending for it (`fleet.control.routing.pending`)."""
+
+    cluster: str
+    job_id: str
+    queue: str
+    merged: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncOperation:
+    """`POST .../sync`: a sync at `revision` (None: the app's own), or only a dry run."""
+
+    kind: Literal["sync"] = "sync"
+    revision: str | None = None
+    dry_run: bool = False
+    by: str
+    trace_id: str = ""
+    jobs: tuple[OperationJob, ...] = ()
+    at: Stamp | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RollbackOperation:
+    """`POST .../rollback`: a sync at an earlier `revision`; `automated_paused`: it turned
+    automated sync off."""
+
+    kind: Literal["rollback"] = "rollback"
+    revision: str
+    automated_paused: bool = False
+    by: str
+    trace_id: str = ""
+    jobs: tuple[OperationJob, ...] = ()
+    at: Stamp | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteOperation:
+    """`DELETE` with cascade: every instance prunes what the app owns."""
+
+    kind: Literal["delete"] = "delete"
+    cascade: bool = True
+    by: str
+    trace_id: str = ""
+    at: Stamp | None = None
+
+
+Operation = Annotated[
+    SyncOperation | RollbackOperation | DeleteOperation, Field(discriminator="kind")
+]
+"""The last operation requested through the API for an app, told apart by `kind`; `at`: when
+it was stored."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviewRecord:
+    """What a preview job answers (`SyncResult.to_json()` of a dry run, or its error): the
+    revision it rendered and what a sync would do to each object."""
+
+    revision: str = ""
+    error: str = ""
+    resources: tuple[ResourceRecord, ...] = ()
+
+
 STATUS: TypeAdapter[InstanceStatus] = TypeAdapter(InstanceStatus)
 HISTORY: TypeAdapter[SyncRecord | SkipRecord] = TypeAdapter(HistoryRecord)
+OPERATION: TypeAdapter[Operation] = TypeAdapter(Operation)
+PREVIEW: TypeAdapter[PreviewRecord] = TypeAdapter(PreviewRecord)

@@ -3,12 +3,18 @@
 A plain SHA-256 (not a slow password hash) is enough because tokens are 256 random bits, not
 something a person chose: there is nothing to brute-force, and the lookup on every request must
 be one GET. A leaked Redis dump therefore yields no usable token.
+
+A token may expire: its record carries the instant (the API refuses it after) and its key
+expires a day later, so an expired token soon leaves nothing behind but its name, which a new
+token may take. A member token dies with its project: `of_project` and `forget` let the store revoke
+them in the transaction that deletes the project.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import UTC, datetime, timedelta
 
 from redis import Redis
 from redis.client import Pipeline
@@ -20,6 +26,7 @@ from fleet.control.registry.records import Role, TokenRecord
 from fleet.control.registry.transact import now, transact
 
 BOOTSTRAP_TOKEN = "bootstrap-admin"
+KEEP_EXPIRED = timedelta(days=1)
 
 
 def digest(token: str) -> str:
@@ -35,14 +42,26 @@ class Tokens:
         self.redis = redis
         self.keys = keys
 
-    def create(self, name: str, role: Role, project: str | None = None) -> str:
-        """A new token; its text is returned here and never again."""
+    def create(
+        self,
+        name: str,
+        role: Role,
+        project: str | None = None,
+        *,
+        expires: datetime | None = None,
+    ) -> str:
+        """A new token, refused after `expires` if given; its text is returned here and never
+        again."""
         plaintext = new_token()
-        self._store(TokenRecord(name, Role(role), project, now()), plaintext, create=True)
+        until = expires.astimezone(UTC).isoformat() if expires else ""
+        self._store(TokenRecord(name, Role(role), project, now(), until), plaintext, create=True)
         return plaintext
 
     def lookup(self, plaintext: str) -> TokenRecord | None:
-        raw = self.redis.get(self.keys.token(digest(plaintext)))
+        return self.lookup_digest(digest(plaintext))
+
+    def lookup_digest(self, value: str) -> TokenRecord | None:
+        raw = self.redis.get(self.keys.token(value))
         return records.from_json(TokenRecord, raw) if isinstance(raw, bytes) else None
 
     def list(self) -> list[TokenRecord]:
@@ -59,6 +78,34 @@ class Tokens:
         def write(pipe: Pipeline) -> None:
             pipe.delete(self.keys.token(old.decode()))
             pipe.hdel(self.keys.tokens, name)
+
+        transact(self.redis, self.keys, lambda: None, write)
+
+    def of_project(self, project: str) -> dict[str, str]:
+        """name -> digest of the member tokens of `project`."""
+        digests: dict[bytes, bytes] = self.redis.hgetall(self.keys.tokens)  # type: ignore[assignment]
+        found = {}
+        for name, value in digests.items():
+            raw = self.redis.get(self.keys.token(value.decode()))
+            if isinstance(raw, bytes) and records.from_json(TokenRecord, raw).project == project:
+                found[name.decode()] = value.decode()
+        return found
+
+    def forget(self, pipe: Pipeline, tokens: dict[str, str]) -> None:
+        """Revoke `tokens` (name -> digest, from `of_project`) inside the caller's MULTI."""
+        for name, value in tokens.items():
+            pipe.delete(self.keys.token(value))
+            pipe.hdel(self.keys.tokens, name)
+
+    def undo_bootstrap(self) -> None:
+        """Revoke a generated admin token that could not be handed over, so that the next start
+        generates another instead of locking everyone out."""
+        found = self.redis.hget(self.keys.tokens, BOOTSTRAP_TOKEN)
+
+        def write(pipe: Pipeline) -> None:
+            if isinstance(found, bytes):
+                self.forget(pipe, {BOOTSTRAP_TOKEN: found.decode()})
+            pipe.delete(self.keys.bootstrap)
 
         transact(self.redis, self.keys, lambda: None, write)
 
@@ -81,14 +128,18 @@ class Tokens:
 
         def check() -> None:
             found = self.redis.hget(self.keys.tokens, record.name)
-            if create and found is not None:
+            held = self.lookup_digest(found.decode()) if isinstance(found, bytes) else None
+            if create and held is not None and not held.expired(datetime.now(UTC)):
                 raise AlreadyExists(f"token {record.name} already exists")
             old[:] = [found] if isinstance(found, bytes) else []
 
         def write(pipe: Pipeline) -> None:
             for previous in old:
                 pipe.delete(self.keys.token(previous.decode()))
-            pipe.set(self.keys.token(digest(plaintext)), records.to_json(record))
+            key = self.keys.token(digest(plaintext))
+            pipe.set(key, records.to_json(record))
+            if record.expires:  # kept a day past it, so a late caller hears "expired"
+                pipe.expireat(key, datetime.fromisoformat(record.expires) + KEEP_EXPIRED)
             pipe.hset(self.keys.tokens, record.name, digest(plaintext))
 
         transact(self.redis, self.keys, check, write)

@@ -13,8 +13,8 @@ The API, the scheduler and the workers (retries, self-heal) all go through `Disp
   syncs that must wait (retries, dependencies, a busy lease); `recover` moves work stranded by
   a dead worker (used by the coordinator's scheduler, `fleet.control.scheduler`).
 
-The job functions live in the worker (`worker.jobs`); they are named by their import path so
-this library never imports the process that runs them. TTLs are set on purpose: results live
+Jobs are JSON and name one of gitfleet's own job functions (`fleet.control.routing.payloads`):
+Redis is a trust boundary, and a worker refuses anything else. TTLs are set on purpose: results live
 10 minutes (long enough for a diff to be read), failures a day (rq's default is a year, and
 the sync record in the store is what people read).
 """
@@ -28,20 +28,20 @@ from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
-from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from fleet.control.keys import Keys, Queues
 from fleet.control.registry.instances import instance_key
+from fleet.control.routing import payloads
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.owners import OwnerMap, safe_id
+from fleet.control.routing.payloads import PREVIEW_JOB, SYNC_JOB
 from fleet.control.routing.pending import Intent, Pending, PendingSyncs
 from fleet.control.routing.sharding import NoWorkers
 from fleet.model import Trigger
 
-SYNC_JOB = "worker.jobs.sync_job"
-PREVIEW_JOB = "worker.jobs.preview_job"
+__all__ = ["PREVIEW_JOB", "SYNC_JOB", "Dispatcher", "JobRef"]
 RESULT_TTL = 600
 FAILURE_TTL = 24 * 3600
 JOB_TIMEOUT = 900
@@ -124,7 +124,7 @@ class Dispatcher:
         return JobRef(job_id, queue, merged)
 
     def _preview(self, instance: str, intent: Intent) -> JobRef:
-        queue = Queue(self.queue_for(instance), connection=self.redis)
+        queue = payloads.queue(self.queue_for(instance), self.redis)
         job = queue.enqueue_call(
             PREVIEW_JOB,
             args=(instance, intent.to_json()),
@@ -140,7 +140,7 @@ class Dispatcher:
 
     def _enqueue_sync(self, instance: str) -> Any:
         def enqueue(pipe: Pipeline, queue_name: str, job_id: str, intent: Intent) -> None:
-            queue = Queue(queue_name, connection=self.redis)
+            queue = payloads.queue(queue_name, self.redis)
             job = queue.create_job(
                 SYNC_JOB,
                 args=(instance,),
@@ -167,7 +167,7 @@ class Dispatcher:
 
     def _result(self, job_id: str) -> dict[str, Any] | None:
         try:
-            job = Job.fetch(job_id, connection=self.redis)
+            job = payloads.fetch(job_id, self.redis)
         except NoSuchJobError:
             return None
         status = job.get_status()
@@ -245,7 +245,7 @@ class Dispatcher:
 
     def _move(self, instance: str, stranded: Pending) -> bool:
         def drop(pipe: Pipeline, old: Pending) -> None:
-            pipe.lrem(Queue(old.queue, connection=self.redis).key, 0, old.job_id)
+            pipe.lrem(payloads.queue(old.queue, self.redis).key, 0, old.job_id)
             pipe.delete(Job.key_for(old.job_id))
 
         moved = self.pending.requeue(

@@ -25,16 +25,21 @@ due time; `due` pops them atomically, so any number of processes may pump it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
 from redis import Redis, WatchError
 from redis.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from fleet.control.keys import Keys
+from fleet.control.registry.syncrecords import AnyTrigger
 from fleet.model import Trigger
+
+log = logging.getLogger("gitfleet.queue")
 
 _POP_DUE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
@@ -52,25 +57,23 @@ return out
 @dataclass(frozen=True)
 class Intent:
     """What a sync is asked to do. `revision` "" means the app's own revision; `carrier` is the
-    W3C trace context of the request that caused it; `attempt` counts retries (0 = first try)."""
+    W3C trace context of the request that caused it; `attempt` counts retries (0 = first try).
+    An intent stored without a trigger (or an empty one) runs as a retry."""
 
-    trigger: Trigger
+    trigger: AnyTrigger = Trigger.RETRY
     revision: str = ""
     carrier: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return INTENT.dump_json(self).decode()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Intent:
-        data = json.loads(text) if text else {}
-        return cls(
-            trigger=Trigger(data.get("trigger") or Trigger.RETRY),
-            revision=str(data.get("revision", "")),
-            carrier={str(k): str(v) for k, v in (data.get("carrier") or {}).items()},
-            attempt=int(data.get("attempt", 0)),
-        )
+        return INTENT.validate_json(text or "{}")
+
+
+INTENT: TypeAdapter[Intent] = TypeAdapter(Intent)
 
 
 def merged(old: Intent, new: Intent) -> Intent:
@@ -117,6 +120,21 @@ class Pending:
         return merged(self.intent, Intent.from_json(self.followup["intent"]))
 
 
+def read(raw: dict[bytes, bytes], instance: str) -> Pending | None:
+    """`Pending.parse`, except that a record gitfleet did not write (Redis is a trust boundary,
+    SECURITY.md) reads as no pending sync, with a logged error: the next request replaces it,
+    instead of every request and every worker failing on it for good."""
+    try:
+        pending = Pending.parse(raw)
+        if pending is not None and pending.followup is not None:  # it must parse too
+            pending.next_intent()
+            int(pending.followup["requests"])
+        return pending
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        log.error("the pending sync of %s in Redis is not one gitfleet wrote (%s)", instance, e)
+        return None
+
+
 Enqueue = Callable[[Pipeline, str, str, Intent], None]
 """(pipeline in MULTI, queue name, job id, intent): push the rq job for a pending sync."""
 
@@ -136,7 +154,7 @@ class PendingSyncs:
 
     def get(self, instance: str) -> Pending | None:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.key(instance))  # type: ignore[assignment]
-        return Pending.parse(raw)
+        return read(raw, instance)
 
     def instances(self) -> list[str]:
         return sorted(m.decode() for m in self.redis.smembers(self.index))  # type: ignore[union-attr]
@@ -147,7 +165,7 @@ class PendingSyncs:
             while True:
                 try:
                     pipe.watch(key)  # type: ignore[no-untyped-call]
-                    current = Pending.parse(pipe.hgetall(key))  # type: ignore[arg-type]
+                    current = read(pipe.hgetall(key), instance)  # type: ignore[arg-type]
                     result = step(pipe, current)
                     pipe.execute()
                     return result
@@ -296,8 +314,12 @@ class PendingSyncs:
     def due(self, now: float, *, limit: int = 500) -> list[tuple[str, Intent]]:
         """Pop the deferred syncs due at `now`; each is returned to exactly one caller."""
         flat = self._pop_due(keys=[self.deferred, self.deferred_intents], args=[now, limit])
-        pairs = zip(flat[::2], flat[1::2], strict=True)
-        return [
-            (m.decode(), Intent.from_json(raw) if raw else Intent(Trigger.RETRY))
-            for m, raw in pairs
-        ]
+        due = []
+        for member, raw in zip(flat[::2], flat[1::2], strict=True):
+            try:
+                due.append((member.decode(), Intent.from_json(raw)))
+            except ValueError as e:  # not written by gitfleet: dropped, the others still run
+                log.error(
+                    "a deferred sync of %s in Redis is not one gitfleet wrote (%s)", member, e
+                )
+        return due

@@ -3,7 +3,9 @@ are healthy.
 
 - `assess`: the pure judgement of one object, dispatching to a rule per kind.
 - `rules`: one small pure function per kind, each with its reasons in its own docstring.
+- `readers`: what the rules share: field readers that never raise, conditions, and the
+  `HealthStatus` builders.
 - `wait`: the polling half, the only module here that talks to a cluster.
 
-`assess` and `rules` are pure: no `fleet.kube`, no urllib3, no clock.
+`assess`, `rules` and `readers` are pure: no `fleet.kube`, no urllib3, no clock.
 """

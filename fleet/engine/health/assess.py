@@ -23,7 +23,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from fleet.engine.health import rules
-from fleet.engine.health.rules import Condition, conditions, field, text, unobserved
+from fleet.engine.health.readers import (
+    Condition,
+    conditions,
+    degraded,
+    field,
+    healthy,
+    no_status,
+    progressing,
+    text,
+    unobserved,
+)
 from fleet.model import Health, HealthStatus, Manifest, ObjectRef
 
 _STATIC_KINDS = {
@@ -114,7 +124,7 @@ def _pending_deletion(obj: Manifest) -> HealthStatus | None:
     finalizers = field(obj, "metadata", "finalizers")
     names = [f for f in finalizers if isinstance(f, str)] if isinstance(finalizers, list) else []
     waiting = f"; waiting for finalizers: {', '.join(names)}" if names else ""
-    return rules.progressing(f"pending deletion{waiting}")
+    return progressing(f"pending deletion{waiting}")
 
 
 def assess_generic(obj: Manifest) -> HealthStatus:
@@ -130,14 +140,14 @@ def assess_generic(obj: Manifest) -> HealthStatus:
     conditions is **Unknown**, not Current, and one with no status at all says so by name.
     """
     if not field(obj, "status"):
-        return rules.no_status(obj)
+        return no_status(obj)
     if pending := unobserved(obj, required=False):
         return pending
     conds = conditions(obj)
     if (stalled := conds.get("Stalled")) and stalled.is_true:
-        return rules.degraded(f"stalled: {stalled.describe()}")
+        return degraded(f"stalled: {stalled.describe()}")
     if (reconciling := conds.get("Reconciling")) and reconciling.is_true:
-        return rules.progressing(f"reconciling: {reconciling.describe()}")
+        return progressing(f"reconciling: {reconciling.describe()}")
     for kind in ("Ready", "Available", "Succeeded"):
         if kind in conds:
             return _judge_condition(conds[kind])
@@ -150,8 +160,8 @@ def assess_generic(obj: Manifest) -> HealthStatus:
 
 def _judge_condition(condition: Condition) -> HealthStatus:
     if condition.is_true:
-        return rules.healthy(condition.describe())
+        return healthy(condition.describe())
     failed = condition.type == "Succeeded" or (condition.type == "Ready" and condition.reason)
     if condition.is_false and failed:
-        return rules.degraded(condition.describe())
-    return rules.progressing(condition.describe())
+        return degraded(condition.describe())
+    return progressing(condition.describe())

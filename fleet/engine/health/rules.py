@@ -1,4 +1,5 @@
-"""Per-kind health rules: one small pure function per kind, and the field readers they share.
+"""Per-kind health rules: one small pure function per kind, built on the shared field readers
+of `fleet.engine.health.readers`.
 
 `fleet.engine.health.assess` holds the dispatch table and the generic rules for custom resources
 and every other kind without a rule here. Each rule's docstring gives its reasons. Where Argo CD
@@ -10,102 +11,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
-from fleet.model import Health, HealthStatus, Manifest, ObjectRef
+from fleet.engine.health.readers import (
+    Condition,
+    conditions,
+    count,
+    degraded,
+    field,
+    healthy,
+    lb_addresses,
+    no_status,
+    parse_conditions,
+    progressing,
+    suspended,
+    terminated,
+    text,
+    unobserved,
+    waiting,
+)
+from fleet.model import Health, HealthStatus, Manifest
 
 Rule = Callable[[Manifest], HealthStatus]
-
-
-# -- readers, tolerant of missing or mistyped fields so that a rule never raises ---------------
-
-
-def field(obj: Any, *path: str) -> Any:
-    """The value at `path` inside nested dicts, or None when any step is missing."""
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def count(obj: Any, *path: str, default: int = 0) -> int:
-    value = field(obj, *path)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def text(obj: Any, *path: str) -> str:
-    value = field(obj, *path)
-    return value if isinstance(value, str) else ""
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One entry of `status.conditions`."""
-
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-
-    @property
-    def is_true(self) -> bool:
-        return self.status == "True"
-
-    @property
-    def is_false(self) -> bool:
-        return self.status == "False"
-
-    def describe(self) -> str:
-        """`Ready=False (IssuerNotFound): issuer "x" not found`."""
-        reason = f" ({self.reason})" if self.reason else ""
-        message = f": {self.message}" if self.message else ""
-        return f"{self.type}={self.status}{reason}{message}"
-
-
-def parse_conditions(raw: Any) -> dict[str, Condition]:
-    """Conditions by type from a list of condition dicts; malformed entries are skipped."""
-    items = raw if isinstance(raw, list) else []
-    found = [
-        Condition(text(c, "type"), text(c, "status"), text(c, "reason"), text(c, "message"))
-        for c in items
-        if isinstance(c, dict) and text(c, "type")
-    ]
-    return {c.type: c for c in found}
-
-
-def conditions(obj: Manifest) -> dict[str, Condition]:
-    return parse_conditions(field(obj, "status", "conditions"))
-
-
-healthy = partial(HealthStatus, Health.HEALTHY)
-progressing = partial(HealthStatus, Health.PROGRESSING)
-degraded = partial(HealthStatus, Health.DEGRADED)
-suspended = partial(HealthStatus, Health.SUSPENDED)
-
-
-def no_status(obj: Manifest) -> HealthStatus:
-    return HealthStatus(
-        Health.UNKNOWN, f"no controller has reported status for {ObjectRef.of(obj)}"
-    )
-
-
-def unobserved(obj: Manifest, *, required: bool) -> HealthStatus | None:
-    """Progressing while the controller has not yet seen the latest spec, else None.
-
-    Built-in workload controllers always report `status.observedGeneration`, so for them a
-    missing value (`required`) means "not observed yet". Many custom controllers never report
-    it; for those only a value that is present and behind counts.
-    """
-    generation = field(obj, "metadata", "generation")
-    observed = field(obj, "status", "observedGeneration")
-    if not isinstance(generation, int) or (observed is None and not required):
-        return None
-    if isinstance(observed, int) and observed >= generation:
-        return None
-    return progressing(f"waiting for the controller to observe generation {generation}")
 
 
 def exists(obj: Manifest) -> HealthStatus:
@@ -256,42 +182,6 @@ def cronjob(obj: Manifest) -> HealthStatus:
 # -- pods ---------------------------------------------------------------------------------------
 
 
-def _containers(obj: Manifest) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for key in ("initContainerStatuses", "containerStatuses"):
-        items = field(obj, "status", key)
-        found += [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
-    return found
-
-
-def _is_waiting_error(reason: str) -> bool:
-    """CrashLoopBackOff, ImagePullBackOff, ErrImagePull, CreateContainerConfigError, ..."""
-    failing = reason.startswith("Err") or reason.endswith(("Error", "BackOff"))
-    return failing or reason == "InvalidImageName"
-
-
-def _waiting(obj: Manifest, *, errors_only: bool) -> str:
-    """`container app waiting: CrashLoopBackOff: ...` for the first waiting container, or ``."""
-    for c in _containers(obj):
-        reason = text(c, "state", "waiting", "reason")
-        if reason and (_is_waiting_error(reason) or not errors_only):
-            detail = text(c, "state", "waiting", "message")
-            return f"container {text(c, 'name')} waiting: {reason}" + (
-                f": {detail}" if detail else ""
-            )
-    return ""
-
-
-def _terminated(obj: Manifest, *state: str) -> str:
-    """`container app terminated: Error (exit code 1)` for the first container so terminated."""
-    for c in _containers(obj):
-        ended = field(c, *state, "terminated")
-        if isinstance(ended, dict):
-            reason = text(ended, "reason") or "terminated"
-            return f"container {text(c, 'name')} {reason} (exit code {count(ended, 'exitCode')})"
-    return ""
-
-
 def pod(obj: Manifest) -> HealthStatus:
     """`Failed` is Degraded (kstatus: Current). Waiting errors (`Err*`, `*Error`, `*BackOff`)
     are Degraded only for restartPolicy Always: a Never/OnFailure pod is expected to run to
@@ -301,14 +191,14 @@ def pod(obj: Manifest) -> HealthStatus:
     needs the clock."""
     phase = text(obj, "status", "phase")
     policy = text(obj, "spec", "restartPolicy") or "Always"
-    if policy == "Always" and (error := _waiting(obj, errors_only=True)):
+    if policy == "Always" and (error := waiting(obj, errors_only=True)):
         return degraded(error)
     if phase == "Pending":
         return progressing(_pending_reason(obj))
     if phase == "Succeeded":
         return healthy("pod succeeded")
     if phase == "Failed":
-        why = text(obj, "status", "message") or _terminated(obj, "state") or "no reason given"
+        why = text(obj, "status", "message") or terminated(obj, "state") or "no reason given"
         return degraded(f"pod failed: {why}")
     if phase == "Running":
         return _running_pod(obj, policy)
@@ -319,18 +209,18 @@ def _pending_reason(obj: Manifest) -> str:
     scheduled = conditions(obj).get("PodScheduled")
     if scheduled and scheduled.is_false:
         return f"pending, not scheduled: {scheduled.describe()}"
-    return f"pending: {_waiting(obj, errors_only=False) or 'waiting to start'}"
+    return f"pending: {waiting(obj, errors_only=False) or 'waiting to start'}"
 
 
 def _running_pod(obj: Manifest, policy: str) -> HealthStatus:
     if policy != "Always":
-        note = _waiting(obj, errors_only=False)
+        note = waiting(obj, errors_only=False)
         expected = f"running; a pod with restartPolicy {policy} is healthy once it succeeds"
         return progressing("; ".join(filter(None, [expected, note])))
     ready = conditions(obj).get("Ready")
     if ready and ready.is_true:
         return healthy("running and ready")
-    if restarted := _terminated(obj, "lastState"):
+    if restarted := terminated(obj, "lastState"):
         return degraded(f"running but not ready after a restart: {restarted}")
     return progressing(f"running, not ready: {ready.describe() if ready else 'no Ready condition'}")
 
@@ -386,19 +276,13 @@ def _unknown_phase(obj: Manifest, phase: str) -> HealthStatus:
 # -- networking and API ------------------------------------------------------------------------
 
 
-def _lb_addresses(obj: Manifest) -> list[str]:
-    ingress = field(obj, "status", "loadBalancer", "ingress")
-    entries = ingress if isinstance(ingress, list) else []
-    return [text(e, "ip") or text(e, "hostname") or "(unnamed)" for e in entries]
-
-
 def service(obj: Manifest) -> HealthStatus:
     """A LoadBalancer is Progressing until `status.loadBalancer.ingress` is set (kstatus does
     not wait); every other type is Healthy."""
     kind = text(obj, "spec", "type") or "ClusterIP"
     if kind != "LoadBalancer":
         return healthy(f"exists ({kind})")
-    if addresses := _lb_addresses(obj):
+    if addresses := lb_addresses(obj):
         return healthy(f"load balancer address: {', '.join(addresses)}")
     return progressing("waiting for a load balancer address (status.loadBalancer.ingress)")
 
@@ -414,7 +298,7 @@ def ingress(obj: Manifest) -> HealthStatus:
     timeout. Reachability is judged where it is decided: the controller's own LoadBalancer
     Service. kstatus also treats Ingress as Current at once.
     """
-    if addresses := _lb_addresses(obj):
+    if addresses := lb_addresses(obj):
         return healthy(f"load balancer address: {', '.join(addresses)}")
     return healthy("no load balancer address yet")
 

@@ -1,49 +1,67 @@
 """Prepare rendered objects for ordering and apply: namespaces, names, ownership, boundaries.
 
-Pure: the caller passes `scope_of`, which says whether a kind is namespaced (from discovery, or
-from a CRD rendered in the same sync), so this module never talks to a cluster.
+Pure: the caller passes `scope_of`, which says whether a kind is namespaced, so this module never
+talks to a cluster. The caller asks the target cluster's discovery first; `crd_scopes` answers
+only for the kinds the cluster does not serve yet, from the CRDs this sync will really apply:
+`crd_scopes` counts a CustomResourceDefinition only when it is a normal resource of the sync
+(not a hook, not skipped) and the project allows it. A rendered document can therefore never
+change the scope of a kind the cluster serves (a "CRD" claiming ClusterRoleBinding is namespaced
+is ignored), nor define one through an object that is never applied.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from fleet.engine.plan import tracking
-from fleet.errors import ApplyError, RenderError
+from fleet.engine.plan.boundaries import UNBOUNDED, Boundaries
+from fleet.engine.plan.order import hook_phases, is_hook
+from fleet.engine.plan.references import CRD_GROUP_KIND
+from fleet.errors import OutsideProject, RenderError
 from fleet.model import Manifest, ObjectRef
 
 ScopeOf = Callable[[str, str], bool | None]  # (apiVersion, kind) -> namespaced? None: unknown
 
-
-@dataclass(frozen=True)
-class Boundaries:
-    """What a project lets an app deploy. None means unrestricted."""
-
-    namespaces: tuple[str, ...] | None = None
-    cluster_kinds: frozenset[str] | None = None
+__all__ = ["Boundaries", "ScopeOf", "check_boundaries", "crd_scopes", "prepare"]
 
 
-def crd_scopes(objects: Sequence[Manifest]) -> dict[tuple[str, str], bool]:
-    """{(group, kind): namespaced} for every CRD in the render."""
+def crd_scopes(
+    objects: Sequence[Manifest], boundaries: Boundaries = UNBOUNDED
+) -> dict[tuple[str, str], bool]:
+    """{(group, kind): namespaced} from the CRDs of the render that this sync applies as normal
+    resources and that `boundaries` allow (see the module docstring). Two such CRDs that
+    disagree on a kind's scope raise RenderError."""
     scopes: dict[tuple[str, str], bool] = {}
     for obj in objects:
-        if obj.get("kind") == "CustomResourceDefinition":
-            spec = obj.get("spec") or {}
-            kind = (spec.get("names") or {}).get("kind", "")
-            scopes[(spec.get("group", ""), kind)] = spec.get("scope") != "Cluster"
+        if not _applied_crd(obj, boundaries):
+            continue
+        spec = obj.get("spec") or {}
+        key = (str(spec.get("group", "")), str((spec.get("names") or {}).get("kind", "")))
+        namespaced = spec.get("scope") != "Cluster"
+        if scopes.setdefault(key, namespaced) != namespaced:
+            raise RenderError(
+                f"two CRDs of this sync give kind {key[1]} of group {key[0]} "
+                "different scopes; keep one",
+                obj=str(ObjectRef.of(obj)),
+            )
     return scopes
+
+
+def _applied_crd(obj: Manifest, boundaries: Boundaries) -> bool:
+    ref = ObjectRef.of(obj)
+    if (ref.group, ref.kind) != CRD_GROUP_KIND or is_hook(obj) or not hook_phases(obj):
+        return False
+    return not boundaries.refusal(ref, namespaced=False)  # a CRD is cluster-scoped
 
 
 def prepare(
     objects: Sequence[Manifest],
     *,
-    app: str,
+    owner: tracking.Owner,
     namespace: str,
     scope_of: ScopeOf,
     revision: str,
-    boundaries: Boundaries = Boundaries(),
+    boundaries: Boundaries = UNBOUNDED,
 ) -> list[Manifest]:
     """Copies of `objects` with namespaces set, hook names generated and ownership marked."""
     prepared = []
@@ -53,11 +71,11 @@ def prepare(
         if namespaced is None:
             unknown.append(str(ObjectRef.of(obj)))
             continue
-        prepared.append(tracking.mark(_placed(obj, namespaced, namespace, revision), app))
+        prepared.append(tracking.mark(_placed(obj, namespaced, namespace, revision), owner))
     if unknown:
         raise RenderError(
-            "unknown kinds (the cluster does not serve them and no CRD in this sync defines "
-            "them): " + ", ".join(unknown)
+            "unknown kinds (the cluster does not serve them, and no CRD that this sync applies "
+            "and the project allows defines them): " + ", ".join(unknown)
         )
     check_boundaries(prepared, boundaries)
     return prepared
@@ -75,18 +93,12 @@ def _placed(obj: Manifest, namespaced: bool, namespace: str, revision: str) -> M
 
 
 def check_boundaries(objects: Sequence[Manifest], boundaries: Boundaries) -> None:
-    """Raise one ApplyError listing every object outside the project's boundaries."""
-    refused = [reason for obj in objects if (reason := _refusal(ObjectRef.of(obj), boundaries))]
+    """Raise one OutsideProject listing every object outside the project's boundaries. Each
+    object's namespace was set from `scope_of` (`_placed`): set means namespaced."""
+    refused = [
+        f"{ref}: {reason}"
+        for ref in map(ObjectRef.of, objects)
+        if (reason := boundaries.refusal(ref, namespaced=bool(ref.namespace)))
+    ]
     if refused:
-        raise ApplyError("the project does not allow: " + "; ".join(refused))
-
-
-def _refusal(ref: ObjectRef, boundaries: Boundaries) -> str:
-    if ref.namespace and boundaries.namespaces is not None:
-        if not any(fnmatch.fnmatchcase(ref.namespace, g) for g in boundaries.namespaces):
-            return f"{ref}: namespace {ref.namespace} is not an allowed destination"
-        return ""
-    allowed = boundaries.cluster_kinds
-    if not ref.namespace and allowed is not None and not {ref.group_kind, ref.kind} & allowed:
-        return f"{ref}: cluster-scoped kind {ref.group_kind} is not allowed"
-    return ""
+        raise OutsideProject("the project does not allow: " + "; ".join(refused))

@@ -6,5 +6,6 @@
 - `job`: one render job (`RenderParams`, `RenderJob`), the repository path helpers, and writing
   the job's inputs into the folder a tool runs in.
 - `manifests`: YAML and JSON parsing and object validation, where every renderer's text ends.
-- `tools`: finding and running the external programs (kubectl for kustomize, helm).
+- `tools`: finding and running the external programs (kubectl for kustomize, helm) as
+  bounded children without the worker's secrets; `launch` is the first code such a child runs.
 """

@@ -11,6 +11,10 @@ process skip rendering too.
 
 Only those inputs are written to the temporary directory a tool runs in (`job.materialize`), so
 a reference the key does not cover fails loudly instead of serving a stale render.
+
+Every render is bounded by the sync's `Limits` (file and output sizes, object count, nesting,
+alias expansion, the tool's time and memory), which are part of the key too: a render cached
+under one project's limits is never served under tighter ones.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from typing import Any
 
 import orjson
 
+from fleet.engine.limits import Limits
 from fleet.engine.render import helm, kustomize, plain
 from fleet.engine.render.job import RenderJob, RenderParams, clean
 from fleet.engine.source.cache import Resolved, Snapshot, SourceCache
 from fleet.errors import RenderError
 from fleet.model import Manifest
 
-FORMAT = 1  # bump when the cached representation or a renderer's behaviour changes
+FORMAT = 2  # bump when the cached representation or a renderer's behaviour changes
 RENDERERS = ("plain", "kustomize", "helm")
 
 
@@ -56,10 +61,16 @@ class Renderer:
         self._lock = threading.Lock()
 
     def render(
-        self, source: SourceCache, resolved: Resolved, path: str, params: RenderParams
+        self,
+        source: SourceCache,
+        resolved: Resolved,
+        path: str,
+        params: RenderParams,
+        *,
+        limits: Limits | None = None,
     ) -> RenderResult:
         with source.snapshot(resolved) as snap:
-            job = _plan(snap, clean(path), params)
+            job = _plan(snap, clean(path), params, limits or Limits())
             key = _cache_key(job)
             cached = self._load(key)
             if cached is not None:
@@ -110,9 +121,9 @@ class Renderer:
 # -- planning: which renderer, which inputs, which cache key ---------------------------------
 
 
-def _plan(snap: Snapshot, path: str, params: RenderParams) -> RenderJob:
+def _plan(snap: Snapshot, path: str, params: RenderParams, limits: Limits) -> RenderJob:
     renderer = _pick(snap, path, params.renderer)
-    job = RenderJob(snap, path, params, renderer)
+    job = RenderJob(snap, path, params, renderer, limits=limits)
     if renderer == "kustomize":
         return job.with_inputs(kustomize.inputs(job))
     if renderer == "helm":
@@ -136,6 +147,7 @@ def _pick(snap: Snapshot, path: str, requested: str) -> str:
 def _cache_key(job: RenderJob) -> str:
     parts: dict[str, Any] = {"format": FORMAT, "renderer": job.renderer}
     parts["tree"] = job.snap.tree_id(job.path)
+    parts["limits"] = asdict(job.limits)
     if job.renderer != "plain":
         parts["params"] = asdict(job.params)
         parts["tool"] = tool_version(job.renderer)

@@ -1,8 +1,25 @@
 """The kustomize renderer: `kubectl kustomize` of the app's path.
 
 The render reads the path and every local directory its kustomizations build from, transitively
-(resources, bases, components, generators, transformers); those are the job's inputs. Remote
-bases (a URL, `github.com/...`, `git@...`) are not followed: they are not cached by tree id.
+(resources, bases, components, generators, transformers); those are the job's inputs.
+
+Kustomize fetches what a kustomization names outside the local tree: a `resources` (or
+`bases`, `components`) entry that is not a local file or folder is cloned with git or
+downloaded (`github.com/org/repo//path?ref=v1`, `https://host/repo.git//base`,
+`git@host:repo`, `https://host/x.yaml`), and every file a field names (patches, generators'
+files, crds, openapi...) may be an http(s) URL. Each such fetch is the worker reaching an
+address a repository chose, internal ones included, so unless the project sets
+`allowRemoteRenders` (`RenderParams.allow_remote`) a render refuses:
+
+- an entry of `resources`, `bases`, `components`, `generators`, `transformers` or `validators`
+  that is not in the repository, or that kustomize would read as remote even when a folder of
+  that name exists (kustomize tries `github.com/org/repo`, `x//y`, `x?ref=` and any URL as
+  remote first, so a folder named like one must not pass for it);
+- any file field whose value is a URL.
+
+The tool then also runs off the network (`fleet.engine.render.launch`). With the opt-in, remote
+content is fetched on every render that is not cached; the cache key is the repository's, so a
+change at the remote URL is seen once the repository changes (pin remote bases with `?ref=`).
 """
 
 from __future__ import annotations
@@ -11,15 +28,34 @@ import posixpath
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from fleet.engine.render.job import RenderJob, is_file, join, materialize, reachable
 from fleet.engine.render.manifests import parse_manifests
-from fleet.engine.render.tools import find_tool, run_tool, version_of
+from fleet.engine.render.tools import child_environment, find_tool, run_tool, version_of
 from fleet.engine.source.cache import Snapshot
+from fleet.errors import RenderError
 from fleet.model import Manifest
 
 KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 KUSTOMIZE_DIR_FIELDS = ("resources", "bases", "components", "generators", "transformers")
+REMOTE_FIELDS = (  # kustomize clones what it reads as a repository, downloads URLs
+    "resources",
+    "bases",
+    "components",
+    "generators",
+    "transformers",
+    "validators",
+)
+FILE_LISTS = ("crds", "configurations", "patchesStrategicMerge")  # downloads URLs
+REMOTE_HOSTS = ("github.com/", "gitlab.com/", "bitbucket.org/")
+REMOTE_SIGNS = ("://", "//", "?", ":")  # schemes, repo//path, ?ref=, scp-like git@host:repo
+PATH_ITEMS = ("patches", "patchesJson6902", "replacements")  # lists of {path: ...}
+GENERATORS = ("configMapGenerator", "secretGenerator")  # lists of {files, envs, env}
+OPT_IN = (
+    "remote resources are fetched only for projects that set allowRemoteRenders "
+    "(gitfleet sync and diff: --allow-remote-renders)"
+)
 
 
 def is_kustomization(snap: Snapshot, folder: str) -> bool:
@@ -32,11 +68,17 @@ def inputs(job: RenderJob) -> list[str]:
 
 
 def render(job: RenderJob) -> list[Manifest]:
+    what = f"kustomize build of {job.path or '.'}"
     with tempfile.TemporaryDirectory(prefix="gitfleet-kustomize-") as tmp:
-        root = materialize(job, Path(tmp))
+        root = materialize(job, Path(tmp) / "repo")
+        home = Path(tmp) / "home"
+        home.mkdir()
+        network = job.params.allow_remote
         argv = [str(find_tool("kubectl")), "kustomize", str(root / job.path)]
-        output = run_tool(argv, cwd=root, what=f"kustomize build of {job.path or '.'}")
-    return parse_manifests(f"kustomize output of {job.path or '.'}", output)
+        env = child_environment(home, network=network)
+        output = run_tool(argv, cwd=root, what=what, limits=job.limits, env=env, network=network)
+    objects = parse_manifests(f"kustomize output of {job.path or '.'}", output, job.limits)
+    return job.check_count(objects)
 
 
 def tool_version() -> str:
@@ -45,18 +87,62 @@ def tool_version() -> str:
 
 
 def _kustomize_refs(job: RenderJob, folder: str) -> Iterator[str]:
-    """Local directories a kustomization may build from: bases, components, generators..."""
+    """Local paths a kustomization may build from: bases, components, generators...; refuses
+    a remote one unless the render may fetch (see the module docstring)."""
     name = _kustomization_name(job.snap, folder)
-    doc = job.read_yaml(join(folder, name)) if name else {}
-    for field in KUSTOMIZE_DIR_FIELDS:
-        for ref in doc.get(field) or []:
-            if isinstance(ref, str) and _is_local_ref(ref):
-                yield posixpath.normpath(join(folder, ref))
+    if not name:
+        return
+    where = join(folder, name)
+    doc = job.read_yaml(where)
+    for field, ref in _path_fields(doc):
+        target = posixpath.normpath(join(folder, ref))
+        escapes = target.startswith(("/", "../")) or target == ".."
+        if _is_remote(field, ref) or not (escapes or job.snap.entry(target) is not None):
+            if not job.params.allow_remote:
+                _refuse_remote(where, field, ref)
+        elif field in KUSTOMIZE_DIR_FIELDS:
+            yield target  # `reachable` refuses one outside the repository
 
 
-def _is_local_ref(ref: str) -> bool:
-    """Not a remote base (URL, `github.com/...`, `git@...`); those are not cached by tree."""
-    return "://" not in ref and not ref.startswith(("github.com/", "git@"))
+def _is_remote(field: str, ref: str) -> bool:
+    """Whether kustomize reads `ref` in `field` as remote, whatever the repository holds."""
+    if field not in REMOTE_FIELDS:
+        return "://" in ref
+    return ref.startswith(("git@", *REMOTE_HOSTS)) or any(s in ref for s in REMOTE_SIGNS)
+
+
+def _refuse_remote(where: str, field: str, ref: str) -> None:
+    if field in REMOTE_FIELDS:
+        problem = "is not in the repository or names a remote resource"
+        raise RenderError(f"{where}: {field} entry {ref!r} {problem}; {OPT_IN}")
+    if "://" in ref:
+        raise RenderError(f"{where}: {field} entry {ref!r} is a URL; {OPT_IN}")
+
+
+def _path_fields(doc: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(field, value) for every string of a kustomization that kustomize reads as a path."""
+    for field in (*REMOTE_FIELDS, *FILE_LISTS):
+        yield from ((field, v) for v in _strings(doc.get(field)) if "\n" not in v)
+    for field in PATH_ITEMS:
+        for item in _dicts(doc.get(field)):
+            yield from ((field, v) for v in _strings(item.get("path")))
+    for field in GENERATORS:
+        for item in _dicts(doc.get(field)):
+            files = [v.partition("=")[2] or v for v in _strings(item.get("files"))]
+            envs = [*_strings(item.get("envs")), *_strings(item.get("env"))]
+            yield from ((field, v) for v in (*files, *envs))
+    openapi = doc.get("openapi")
+    if isinstance(openapi, dict):
+        yield from (("openapi", v) for v in _strings(openapi.get("path")))
+
+
+def _strings(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if isinstance(v, str) and v]
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _kustomization_name(snap: Snapshot, folder: str) -> str:

@@ -1,9 +1,16 @@
-"""The plain renderer: a directory of YAML and JSON manifests, parsed as they are."""
+"""The plain renderer: a directory of YAML and JSON manifests, parsed as they are.
+
+Bounded like every render (`fleet.engine.limits`): each manifest file by `max_file_bytes`, all
+of them together by `max_render_bytes`, the objects they hold by `max_objects`; the count is
+kept while parsing, so a render over it stops at the first file past the limit.
+"""
 
 from __future__ import annotations
 
-from fleet.engine.render.job import RenderJob, join
+from fleet.engine.limits import hint, size_text
+from fleet.engine.render.job import RenderJob, checked_size, join
 from fleet.engine.render.manifests import parse_manifests
+from fleet.errors import RenderError
 from fleet.model import Manifest
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -13,10 +20,18 @@ def render(job: RenderJob) -> list[Manifest]:
     """Every .yaml/.yml/.json file below the path in path order; hidden files and folders
     (`.github/`, `.pre-commit-config.yaml`) are tooling, not manifests, and are skipped."""
     files = job.snap.read_tree(job.path)
+    names = [n for n in sorted(files) if n.endswith(MANIFEST_SUFFIXES) and not _is_hidden(n)]
+    if sum(len(files[n]) for n in names) > job.limits.max_render_bytes:
+        size = size_text(job.limits.max_render_bytes)
+        where = job.path or "."
+        raise RenderError(f"{where}: manifests larger than {size} ({hint('max_render_bytes')})")
     objects: list[Manifest] = []
-    for name in sorted(files):
-        if name.endswith(MANIFEST_SUFFIXES) and not _is_hidden(name):
-            objects.extend(parse_manifests(join(job.path, name), files[name]))
+    for name in names:
+        path = join(job.path, name)
+        objects.extend(
+            parse_manifests(path, checked_size(path, files[name], job.limits), job.limits)
+        )
+        job.check_count(objects)
     return objects
 
 

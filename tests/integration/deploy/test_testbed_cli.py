@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from deploy.testbed.build import MODULES, BuildError, go_binary, module_key
+from deploy.testbed.build import BuildError, GoModule, go_binary, module_key
 from deploy.testbed.errors import StartError
 from deploy.testbed.process import Proc, start, wait_for
 
 GITFLEET = [sys.executable, "-m", "cli.main"]
+GO_MOD = "module gitfleet.invalid/kwok\n\ngo 1.26\n\nrequire sigs.k8s.io/kwok v0.8.0\n"
+GO_SUM = "sigs.k8s.io/kwok v0.8.0 h1:pinned=\n"
+PINNED_KEY = "900e9e7b0659a799"  # sha256 of go.mod, go.sum, ldflags and Go version, cut to 16
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -98,14 +101,15 @@ def test_no_go_toolchain_is_a_clear_build_error(monkeypatch: pytest.MonkeyPatch)
 def test_the_build_cache_key_changes_only_when_a_pin_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    module = MODULES[1]
+    module = GoModule("kwok", ("sigs.k8s.io/kwok/cmd/kwok",))
     copy = tmp_path / module.name
     copy.mkdir()
-    for name in ("go.mod", "go.sum"):
-        (copy / name).write_bytes((module.folder / name).read_bytes())
-    monkeypatch.setattr(type(module), "folder", property(lambda self: copy))
+    (copy / "go.mod").write_text(GO_MOD)
+    (copy / "go.sum").write_text(GO_SUM)
+    monkeypatch.setattr(GoModule, "folder", property(lambda self: copy))
     first = module_key(module, "go1.26.8")
-    assert module_key(module, "go1.26.8") == first
-    (copy / "go.mod").write_text((copy / "go.mod").read_text().replace("v0.8.0", "v0.7.0"))
+    assert first == PINNED_KEY
+    assert module_key(module, "go1.26.8") == PINNED_KEY
+    (copy / "go.mod").write_text(GO_MOD.replace("v0.8.0", "v0.7.0"))
     assert module_key(module, "go1.26.8") != first
     assert module_key(module, "go1.27.0") != module_key(module, "go1.26.8")

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from fleet.engine import prune
-from fleet.engine.inventory import MAX_DATA_BYTES, InventoryEntry, InventoryStore
-from fleet.engine.plan.tracking import APP_LABEL, mark
+from fleet.engine.inventory import Inventory, InventoryEntry, InventoryStore
+from fleet.engine.plan.tracking import APP_LABEL, Owner, Ownership, mark
 from fleet.engine.prune import PruneIncomplete, PrunePlan
 from fleet.errors import PruneError, UsageError
 from fleet.kube.client import KubeClient
@@ -20,6 +20,14 @@ from fleet.model import Manifest, ObjectRef
 from tests.support.wait import eventually
 
 HOLD = "example.com/hold"
+
+
+def owner(app: str) -> Owner:
+    """The app of that name, with a uid of its own (as the registry gives one)."""
+    return Owner(app, f"uid-{app}", "team")
+
+
+SHOP = owner("shop")
 
 
 def configmap(ns: str, name: str, *, wave: int = 0, app: str = "shop") -> Manifest:
@@ -33,7 +41,7 @@ def configmap(ns: str, name: str, *, wave: int = 0, app: str = "shop") -> Manife
         },
         "data": {"k": "v"},
     }
-    return mark(obj, app)
+    return mark(obj, owner(app))
 
 
 def cm_ref(ns: str, name: str) -> ObjectRef:
@@ -76,13 +84,13 @@ def entries(ns: str, count: int) -> list[InventoryEntry]:
 
 def test_inventory_round_trip_and_none_when_absent(kube: KubeClient, namespace: str):
     store = InventoryStore(kube, namespace=namespace)
-    assert store.load("shop") is None
+    assert store.read("shop") is None
     first = [
         InventoryEntry(cm_ref(namespace, "a"), 0),
         InventoryEntry(ObjectRef("rbac.authorization.k8s.io", "v1", "ClusterRole", "", "r"), -2),
     ]
-    store.save("shop", first)
-    assert store.load("shop") == first
+    store.save(SHOP, first)
+    assert store.read("shop") == Inventory(first, "uid-shop", "team")
     live = kube.get(store.ref("shop"))
     assert live is not None
     assert live["metadata"]["name"] == "gitfleet-inventory-shop"
@@ -90,11 +98,11 @@ def test_inventory_round_trip_and_none_when_absent(kube: KubeClient, namespace: 
     managers = {m["manager"] for m in live["metadata"]["managedFields"]}
     assert managers == {"gitfleet-inventory"}
     second = first[:1]
-    store.save("shop", second)
-    assert store.load("shop") == second
-    assert store.load("other") is None
+    store.save(SHOP, second)
+    assert store.read("shop") == Inventory(second, "uid-shop", "team")
+    assert store.read("other") is None
     assert store.delete("shop") is True
-    eventually(lambda: store.load("shop") is None, what="inventory deleted")
+    eventually(lambda: store.read("shop") is None, what="inventory deleted")
     assert store.delete("shop") is False
 
 
@@ -102,9 +110,10 @@ def test_inventory_save_creates_its_namespace(kube: KubeClient, namespace: str):
     home = f"{namespace}-inv"
     store = InventoryStore(kube, namespace=home)
     try:
-        store.save("shop", entries(namespace, 3))
+        store.save(SHOP, entries(namespace, 3))
         assert kube.get(ObjectRef("", "v1", "Namespace", "", home)) is not None
-        assert store.load("shop") == entries(namespace, 3)
+        found = store.read("shop")
+        assert found is not None and found.entries == entries(namespace, 3)
     finally:
         kube.delete(ObjectRef("", "v1", "Namespace", "", home))
 
@@ -112,8 +121,9 @@ def test_inventory_save_creates_its_namespace(kube: KubeClient, namespace: str):
 def test_inventory_of_ten_thousand_objects_fits(kube: KubeClient, namespace: str):
     store = InventoryStore(kube, namespace=namespace)
     big = entries(namespace, 10_000)
-    store.save("big", big)
-    assert store.load("big") == big
+    store.save(owner("big"), big)
+    found = store.read("big")
+    assert found is not None and found.entries == big
 
 
 def test_inventory_too_large_for_a_configmap_is_refused_before_writing(
@@ -123,26 +133,26 @@ def test_inventory_too_large_for_a_configmap_is_refused_before_writing(
     long_name = "x" * 200
     huge = [InventoryEntry(cm_ref(namespace, f"{long_name}{i}"), 0) for i in range(6_000)]
     with pytest.raises(PruneError) as err:
-        store.save("huge", huge)
+        store.save(owner("huge"), huge)
     assert "the inventory of 6000 objects takes" in str(err.value)
-    assert f"more than the {MAX_DATA_BYTES} bytes a ConfigMap can hold" in str(err.value)
-    assert store.load("huge") is None
+    assert "more than the 1048576 bytes a ConfigMap can hold" in str(err.value)
+    assert store.read("huge") is None
 
 
 def test_inventory_refuses_an_app_name_that_is_not_a_dns_label(kube: KubeClient, namespace: str):
     store = InventoryStore(kube, namespace=namespace)
     with pytest.raises(UsageError, match="'Shop_App' is not a DNS-1123 label"):
-        store.save("Shop_App", [])
+        store.save(owner("Shop_App"), [])
 
 
 def test_a_corrupt_inventory_is_an_error_not_an_empty_one(kube: KubeClient, namespace: str):
     store = InventoryStore(kube, namespace=namespace)
-    store.save("shop", [])
+    store.save(SHOP, [])
     broken = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"entries": '{"a": 1}'}}
     broken["metadata"] = {"name": "gitfleet-inventory-shop", "namespace": namespace}
     kube.apply(broken, manager="gitfleet-inventory")
     with pytest.raises(PruneError, match="is not a valid inventory"):
-        store.load("shop")
+        store.read("shop")
 
 
 # -- find_labelled ---------------------------------------------------------------------------
@@ -157,7 +167,8 @@ def test_find_labelled_finds_the_apps_objects_and_skips_unserved_kinds(
     kinds = [("v1", "ConfigMap"), ("v1", "Secret"), ("example.com/v1", "Nothing")]
     found = prune.find_labelled(kube, app, kinds)
     assert [str(ObjectRef.of(obj)) for obj in found] == [f"ConfigMap/{namespace}/mine"]
-    assert found[0]["metadata"]["annotations"]["gitfleet.io/tracking"].startswith(f"{app}:")
+    tracking = found[0]["metadata"]["annotations"]["gitfleet.io/tracking"]
+    assert tracking.startswith(f"team/{app}@uid-{app}:")
 
 
 # -- plan + execute --------------------------------------------------------------------------
@@ -175,8 +186,9 @@ def test_sync_style_prune_deletes_only_what_the_app_owns(kube: KubeClient, names
     desired = [cm_ref(namespace, "stays")]
     labelled = prune.find_labelled(kube, app, [("v1", "ConfigMap")])
     live = prune.read_live(kube, inventory=inventory, labelled=labelled, desired=desired)
+    ownership = Ownership.of(owner(app), [e.ref for e in inventory])
     pruning = prune.plan(
-        app=app, inventory=inventory, labelled=labelled, desired=desired, live=live
+        ownership=ownership, inventory=inventory, labelled=labelled, desired=desired, live=live
     )
     assert pruning.kept == (
         (cm_ref(namespace, "by-hand"), "not tracked by this app (created by hand?)"),
@@ -271,7 +283,11 @@ def test_object_already_being_deleted_is_waited_on_not_deleted_again(
     kube.delete(ref)
     inventory = [InventoryEntry(ref, 0)]
     pruning = prune.plan(
-        app=app, inventory=inventory, labelled=[], desired=[], live={ref: kube.get(ref)}
+        ownership=Ownership.of(owner(app)),
+        inventory=inventory,
+        labelled=[],
+        desired=[],
+        live={ref: kube.get(ref)},
     )
     assert pruning.terminating == ((ref, 0),) and pruning.delete == ()
     deletes = kube.requests["DELETE"]

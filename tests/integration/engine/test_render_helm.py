@@ -69,16 +69,6 @@ def repo(tmp_path: Path) -> GitRepo:
     return repo
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> SourceCache:
-    return SourceCache(tmp_path / "sources")
-
-
-@pytest.fixture
-def renderer(tmp_path: Path) -> Renderer:
-    return Renderer(tmp_path / "renders")
-
-
 def render(
     renderer: Renderer, source: SourceCache, repo: GitRepo, params: RenderParams | None = None
 ) -> RenderResult:

@@ -31,16 +31,6 @@ def repo(tmp_path: Path) -> GitRepo:
     return repo
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> SourceCache:
-    return SourceCache(tmp_path / "sources")
-
-
-@pytest.fixture
-def renderer(tmp_path: Path) -> Renderer:
-    return Renderer(tmp_path / "renders")
-
-
 def render(renderer: Renderer, source: SourceCache, repo: GitRepo, path: str) -> RenderResult:
     return renderer.render(source, source.resolve(repo.url), path, RenderParams())
 
@@ -111,7 +101,10 @@ def test_a_capitalized_kustomization_file_is_detected(
 def test_a_kustomize_failure_reports_kustomizes_message_and_the_path(
     repo: GitRepo, source: SourceCache, renderer: Renderer
 ) -> None:
-    repo.commit({"broken/kustomization.yaml": "resources:\n- missing.yaml\n"})
+    kustomization = "resources:\n- cm.yaml\npatches:\n- path: missing.yaml\n"
+    repo.commit(
+        {"broken/kustomization.yaml": kustomization, "broken/cm.yaml": BASE["base/cm.yaml"]}
+    )
     with pytest.raises(RenderError) as caught:
         render(renderer, source, repo, "broken")
     message = str(caught.value)

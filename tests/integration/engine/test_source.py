@@ -141,11 +141,12 @@ def test_trees_are_parsed_once_per_commit_across_snapshots(
     origin: GitRepo, cache: SourceCache
 ) -> None:
     resolved = cache.resolve(origin.url)
-    first = cache.tree_id(resolved, "apps/web")
+    expected = origin.tree_id("apps/web")
+    assert cache.tree_id(resolved, "apps/web") == expected
     parsed = cache.objects.misses
     assert parsed >= 3  # the commit, the root tree, apps/
     for _ in range(5):
-        assert cache.tree_id(resolved, "apps/web") == first  # each call opens a new snapshot
+        assert cache.tree_id(resolved, "apps/web") == expected  # each call opens a new snapshot
     assert cache.objects.misses == parsed
     assert cache.objects.hits >= 5 * 3
 

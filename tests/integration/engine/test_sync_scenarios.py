@@ -41,9 +41,11 @@ def test_a_deployment_mounting_a_configmap_becomes_available(
     assert live["status"]["availableReplicas"] == 2
     cm = s.get("v1", "ConfigMap", "settings")
     assert cm["metadata"]["labels"]["gitfleet.io/app"] == s.app
+    uid = s.request().owner.uid  # no registry: a uid derived from the app name
+    assert uid
     assert (
         cm["metadata"]["annotations"]["gitfleet.io/tracking"]
-        == f"{s.app}:/ConfigMap:{namespace}/settings"
+        == f"{s.app}@{uid}:/ConfigMap:{namespace}/settings"
     )
 
 

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fleet.kube.client import KubeClient
-from fleet.telemetry.sdk import setup_tracing
 from tests.integration.engine.sync_helpers import scenario_for
 from tests.support import manifests as m
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider = setup_tracing("gitfleet-test")
-    provider.add_span_processor(processor)
-    yield exporter
-    processor.shutdown()
+from tests.support.traces import trace_id_of
 
 
 def test_a_sync_is_one_trace_with_a_span_per_stage_and_per_wave(
@@ -36,7 +22,7 @@ def test_a_sync_is_one_trace_with_a_span_per_stage_and_per_wave(
     )
     result = s.sync(prune=True)
     assert result.error == ""
-    trace_spans = [sp for sp in spans.get_finished_spans() if _trace(sp) == result.trace_id]
+    trace_spans = [sp for sp in spans.get_finished_spans() if trace_id_of(sp) == result.trace_id]
     names = [sp.name for sp in trace_spans]
     for stage in ("sync", "source", "render", "order", "diff", "apply", "prune", "record"):
         assert names.count(f"gitfleet.{stage}") == 1, names
@@ -63,12 +49,7 @@ def test_a_failed_sync_marks_its_root_span_as_an_error(
     root = next(
         sp
         for sp in spans.get_finished_spans()
-        if sp.name == "gitfleet.sync" and _trace(sp) == result.trace_id
+        if sp.name == "gitfleet.sync" and trace_id_of(sp) == result.trace_id
     )
     assert root.status.status_code.name == "ERROR"
     assert "app/a.yaml" in (root.status.description or "")
-
-
-def _trace(span: ReadableSpan) -> str:
-    assert span.context is not None
-    return format(span.context.trace_id, "032x")

@@ -10,13 +10,9 @@ from fleet.control.registry.instances import instance_key
 from fleet.control.scheduler import Scheduler
 from fleet.control.windows import SyncWindow
 from fleet.model import ObjectRef, Trigger
-from tests.support.fleet import FleetEnv, WorkerThread, wait_until
+from tests.support.fleet import FleetEnv, WorkerThread, settings_ref, wait_until
 
 ALWAYS = {"schedule": "* * * * *", "duration": "1h"}
-
-
-def _cm(namespace: str) -> ObjectRef:
-    return ObjectRef("", "v1", "ConfigMap", namespace, "settings")
 
 
 def _one_app(fleet: FleetEnv, **policy: Any) -> tuple[str, str]:
@@ -24,15 +20,6 @@ def _one_app(fleet: FleetEnv, **policy: Any) -> tuple[str, str]:
     fleet.commit_apps([app])
     fleet.add_app(app, cluster, **policy)
     return app, cluster
-
-
-def _sync(
-    fleet: FleetEnv, app: str, cluster: str, trigger: Trigger = Trigger.MANUAL
-) -> dict[str, Any]:
-    ref = fleet.dispatcher.request_sync(app, cluster, trigger=trigger)
-    result = fleet.dispatcher.wait(ref, timeout=120)
-    assert result is not None, f"no result for {trigger} sync of {app}"
-    return result
 
 
 def test_a_deny_window_blocks_automated_syncs_and_a_manual_sync_may_override_it(
@@ -45,25 +32,25 @@ def test_a_deny_window_blocks_automated_syncs_and_a_manual_sync_may_override_it(
     instance = instance_key(app, cluster)
     assert report.dispatched == []
     assert "sync blocked" in report.blocked[instance]
-    skipped = _sync(fleet, app, cluster, trigger=Trigger.WEBHOOK)
+    skipped = fleet.sync_and_wait(app, cluster, trigger=Trigger.WEBHOOK)
     assert skipped["result"] == "skipped"
     assert skipped["message"].startswith(f"sync blocked: {app} is inside deny window")
     assert fleet.store.history(app, cluster)[0].result == "skipped"
     assert fleet.status(app, cluster).message == skipped["message"]
-    assert fleet.live(cluster, _cm(app)) is None
-    manual = _sync(fleet, app, cluster)
+    assert fleet.live(cluster, settings_ref(app)) is None
+    manual = fleet.sync_and_wait(app, cluster)
     assert (manual["result"], manual["sync_status"]) == ("succeeded", "Synced"), manual
-    assert fleet.live(cluster, _cm(app))["data"] == {"k": "v1"}
+    assert fleet.live(cluster, settings_ref(app))["data"] == {"k": "v1"}
 
 
 def test_a_deny_window_without_manual_override_blocks_manual_syncs_too(fleet: FleetEnv) -> None:
     deny = SyncWindow("deny", **ALWAYS, manual_sync=False)
     app, cluster = _one_app(fleet, sync_windows=(deny,))
     fleet.worker_thread("alpha")
-    result = _sync(fleet, app, cluster)
+    result = fleet.sync_and_wait(app, cluster)
     assert result["result"] == "skipped"
     assert result["message"].endswith("manual sync also blocked")
-    assert fleet.live(cluster, _cm(app)) is None
+    assert fleet.live(cluster, settings_ref(app)) is None
 
 
 def _edit(fleet: FleetEnv, cluster: str, ref: ObjectRef, patch: dict[str, Any]) -> None:
@@ -90,11 +77,11 @@ def _watching(worker: WorkerThread, fleet: FleetEnv, cluster: str, app: str) -> 
 def test_self_heal_reverts_a_manual_edit_of_a_managed_configmap(fleet: FleetEnv) -> None:
     app, cluster = _one_app(fleet, automated=True, self_heal=True)
     worker = fleet.worker_thread("alpha")
-    assert _sync(fleet, app, cluster)["result"] == "succeeded"
+    assert fleet.sync_and_wait(app, cluster)["result"] == "succeeded"
     wait_until(lambda: _watching(worker, fleet, cluster, app), timeout=30, what="the watch")
-    _edit(fleet, cluster, _cm(app), {"data": {"k": "edited", "extra": "x"}})
+    _edit(fleet, cluster, settings_ref(app), {"data": {"k": "edited", "extra": "x"}})
     took = wait_until(
-        lambda: (fleet.live(cluster, _cm(app)) or {}).get("data", {}).get("k") == "v1",
+        lambda: (fleet.live(cluster, settings_ref(app)) or {}).get("data", {}).get("k") == "v1",
         timeout=60,
         what="self-heal to revert the edit",
     )
@@ -113,17 +100,22 @@ def test_self_heal_reverts_a_manual_edit_of_a_managed_configmap(fleet: FleetEnv)
 def test_the_pause_annotation_leaves_a_manual_edit_in_place(fleet: FleetEnv) -> None:
     app, cluster = _one_app(fleet, automated=True, self_heal=True)
     worker = fleet.worker_thread("alpha")
-    assert _sync(fleet, app, cluster)["result"] == "succeeded"
+    assert fleet.sync_and_wait(app, cluster)["result"] == "succeeded"
     wait_until(lambda: _watching(worker, fleet, cluster, app), timeout=30, what="the watch")
     selfheal = worker.process.selfheal
     assert selfheal is not None
     paused = {"gitfleet.io/self-heal": "false"}
-    _edit(fleet, cluster, _cm(app), {"metadata": {"annotations": paused}, "data": {"k": "mine"}})
+    _edit(
+        fleet,
+        cluster,
+        settings_ref(app),
+        {"metadata": {"annotations": paused}, "data": {"k": "mine"}},
+    )
     wait_until(lambda: selfheal.seen["paused"] >= 1, timeout=30, what="the paused event")
     assert selfheal.seen["drift"] == 0
     assert selfheal.flush(now=float("inf")) == []  # nothing is waiting to heal
     assert fleet.idle()
-    assert fleet.live(cluster, _cm(app))["data"] == {"k": "mine"}
+    assert fleet.live(cluster, settings_ref(app))["data"] == {"k": "mine"}
     assert [h.trigger for h in fleet.store.history(app, cluster)] == ["manual"]
 
 
@@ -135,7 +127,7 @@ def test_a_failed_sync_is_retried_with_backoff_up_to_the_retry_limit(fleet: Flee
     retry = RetryPolicy(limit=2, backoff_s=0.2, factor=2.0, max_backoff_s=1.0)
     fleet.add_app(app, cluster, retry=retry)
     fleet.worker_thread("alpha")
-    first = _sync(fleet, app, cluster)
+    first = fleet.sync_and_wait(app, cluster)
     assert first["result"] == "failed" and first["error_stage"] == "render"
     assert first["retry_in_s"] is not None
     wait_until(
@@ -154,7 +146,7 @@ def test_self_heal_gives_up_on_an_object_another_controller_keeps_changing(
 ) -> None:
     app, cluster = _one_app(fleet, automated=True, self_heal=True)
     worker = fleet.worker_thread("alpha", fight_limit=3)
-    assert _sync(fleet, app, cluster)["result"] == "succeeded"
+    assert fleet.sync_and_wait(app, cluster)["result"] == "succeeded"
     wait_until(lambda: _watching(worker, fleet, cluster, app), timeout=30, what="the watch")
     stop = threading.Event()
 
@@ -162,10 +154,10 @@ def test_self_heal_gives_up_on_an_object_another_controller_keeps_changing(
         kube = fleet.clusters[cluster].client()
         try:
             while not stop.wait(0.2):
-                if (kube.get(_cm(app)) or {}).get("data", {}).get("k") != "theirs":
+                if (kube.get(settings_ref(app)) or {}).get("data", {}).get("k") != "theirs":
                     kube.request(
                         "PATCH",
-                        kube.object_path(_cm(app)),
+                        kube.object_path(settings_ref(app)),
                         body={"data": {"k": "theirs"}},
                         params={"fieldManager": "other-controller"},
                         content_type="application/merge-patch+json",
@@ -194,11 +186,11 @@ def test_self_heal_gives_up_on_an_object_another_controller_keeps_changing(
 def test_a_cascading_delete_prunes_the_apps_objects_and_then_its_record(fleet: FleetEnv) -> None:
     app, cluster = _one_app(fleet)
     fleet.worker_thread("alpha")
-    assert _sync(fleet, app, cluster)["result"] == "succeeded"
+    assert fleet.sync_and_wait(app, cluster)["result"] == "succeeded"
     fleet.store.mark_deleting(app)
-    result = _sync(fleet, app, cluster, trigger=Trigger.DELETE)
+    result = fleet.sync_and_wait(app, cluster, trigger=Trigger.DELETE)
     assert result["result"] == "deleted", result
-    assert fleet.live(cluster, _cm(app)) is None
+    assert fleet.live(cluster, settings_ref(app)) is None
     assert fleet.live(cluster, ObjectRef("apps", "v1", "Deployment", app, "web")) is None
     assert app not in [a.name for a in fleet.store.list_apps()]
 
@@ -212,12 +204,12 @@ def test_an_app_waits_for_its_dependency_to_be_healthy_then_syncs(fleet: FleetEn
     record = fleet.store.get_app(app)
     fleet.store.put_app(replace(record, depends_on=(base,)), create=False)
     fleet.worker_thread("alpha")
-    waiting = _sync(fleet, app, cluster)
+    waiting = fleet.sync_and_wait(app, cluster)
     assert waiting["result"] == "waiting"
     assert waiting["message"] == f"waiting for app {base}: {base}@{cluster} is Unknown"
     assert fleet.status(app, cluster).message == waiting["message"]
-    assert fleet.live(cluster, _cm(app)) is None
-    assert _sync(fleet, base, cluster)["result"] == "succeeded"
+    assert fleet.live(cluster, settings_ref(app)) is None
+    assert fleet.sync_and_wait(base, cluster)["result"] == "succeeded"
     wait_until(
         lambda: fleet.status(app, cluster).sync_status == "Synced",
         timeout=60,

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fleet.control.pushes import PushLog, SyncedAt, spec_of
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.repos import normalize_repo
 from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, WorkerThread, wait_until
-
-
-def _sync(fleet: FleetEnv, app: str, cluster: str, trigger: Trigger) -> dict[str, Any]:
-    result = fleet.dispatcher.wait(
-        fleet.dispatcher.request_sync(app, cluster, trigger=trigger), 120
-    )
-    assert result is not None
-    return result
 
 
 def _requests(worker: WorkerThread, cluster: str) -> int:
@@ -25,7 +15,7 @@ def _requests(worker: WorkerThread, cluster: str) -> int:
 
 def _quiet_ready(fleet: FleetEnv, worker: WorkerThread, app: str, cluster: str) -> bool:
     """The watches started after the last sync, so run periodic syncs until one is quiet."""
-    return _sync(fleet, app, cluster, Trigger.INTERVAL)["result"] == "unchanged"
+    return fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)["result"] == "unchanged"
 
 
 def test_an_untouched_instance_costs_no_api_request_until_something_changes(
@@ -35,11 +25,11 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     fleet.commit_apps([app])
     fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
-    assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
+    assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
 
     before = _requests(worker, cluster)
-    quiet = _sync(fleet, app, cluster, Trigger.INTERVAL)
+    quiet = fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)
     assert quiet["result"] == "unchanged"
     assert _requests(worker, cluster) == before
     assert fleet.status(app, cluster).sync_status == "Synced"
@@ -57,12 +47,12 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     assert watcher is not None
     instance = instance_key(app, cluster)
     wait_until(lambda: watcher.touched.get(instance, 0) > 0, timeout=30, what="the edit event")
-    healed = _sync(fleet, app, cluster, Trigger.INTERVAL)
+    healed = fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)
     assert healed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v1"}
 
     fleet.commit_apps([app], data="k: v2")  # a push: the webhook's sync fetches at once
-    changed = _sync(fleet, app, cluster, Trigger.WEBHOOK)
+    changed = fleet.sync_and_wait(app, cluster, Trigger.WEBHOOK)
     assert changed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
     kube.close()
@@ -78,7 +68,7 @@ def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(
         fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
     for app in apps:
-        assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
+        assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     for app in apps:
         wait_until(lambda a=app: _quiet_ready(fleet, worker, a, cluster), timeout=60, what=app)
 
@@ -105,7 +95,7 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
         fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
     for app in apps:
-        assert _sync(fleet, app, cluster, Trigger.MANUAL)["result"] == "succeeded"
+        assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     pushes, repo = PushLog(fleet.redis, prefix=fleet.prefix), normalize_repo(fleet.repo_url)
     instances = [instance_key(app, cluster) for app in apps]
     assert pushes.synced(repo, instances) == {
@@ -122,5 +112,5 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
     assert pushes.synced(repo, instances[1:])[instances[1]].revision == second  # checked there
 
     fleet.repo.commit({f"apps/{apps[0]}/cm.yaml": "kind: [broken"})
-    assert _sync(fleet, apps[0], cluster, Trigger.MANUAL)["result"] == "failed"
+    assert fleet.sync_and_wait(apps[0], cluster, Trigger.MANUAL)["result"] == "failed"
     assert instances[0] not in pushes.synced(repo, instances)  # the next push must sync it

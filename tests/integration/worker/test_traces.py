@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
@@ -16,8 +15,8 @@ from api.deps import get_dispatcher
 from api.settings import Settings
 from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
-from fleet.telemetry.sdk import setup_tracing
-from tests.support.fleet import FleetEnv, wait_until
+from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv, wait_until
+from tests.support.traces import trace_id_of
 
 TOKEN = "test-admin-token"
 STAGES = ("source", "render", "order", "diff", "apply", "prune", "record")
@@ -28,32 +27,19 @@ def _last_trace_id(status: InstanceStatus) -> str:
 
 
 @pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    setup_tracing("gitfleet-test").add_span_processor(processor)
-    yield exporter
-    processor.shutdown()
-
-
-@pytest.fixture
 def api(fleet: FleetEnv) -> Iterator[TestClient]:
     settings = Settings(
         redis_url=fleet.redis_url,
         admin_token=SecretStr(TOKEN),
         secret_key=SecretStr(fleet.secret_key),
         prefix=fleet.prefix,
+        insecure_git_hosts=INSECURE_GIT_HOSTS,
     )
     app = create_app(settings)
     dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
     app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         yield client
-
-
-def _trace(span: ReadableSpan) -> str:
-    assert span.context is not None
-    return format(span.context.trace_id, "032x")
 
 
 def _parent(span: ReadableSpan) -> int | None:
@@ -75,7 +61,7 @@ def test_an_api_sync_is_one_trace_from_the_request_to_the_worker_stages(
         timeout=120,
         what="the sync record with the API's trace id",
     )
-    found = [s for s in spans.get_finished_spans() if _trace(s) == trace_id]
+    found = [s for s in spans.get_finished_spans() if trace_id_of(s) == trace_id]
     by_name = {s.name: s for s in found}
     request, enqueue = by_name["gitfleet.api.manual"], by_name["gitfleet.api.enqueue"]
     sync = by_name["gitfleet.sync"]

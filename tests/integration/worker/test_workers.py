@@ -16,12 +16,8 @@ from fleet.control.routing import membership
 from fleet.control.routing.owners import OwnerMap
 from fleet.control.scheduler import Scheduler
 from fleet.model import ObjectRef, Trigger
-from tests.support.fleet import FleetEnv, wait_until
+from tests.support.fleet import FleetEnv, settings_ref, wait_until
 from worker.journal import overlaps
-
-
-def _cm(namespace: str) -> ObjectRef:
-    return ObjectRef("", "v1", "ConfigMap", namespace, "settings")
 
 
 def _deploy(namespace: str) -> ObjectRef:
@@ -60,7 +56,7 @@ def test_twenty_apps_over_two_workers_all_become_synced_and_healthy(fleet: Fleet
     print(f"\n20 apps on 2 workers: {took:.1f}s, {20 / took:.2f} syncs/s")
     assert time.monotonic() - start >= took
     for app, cluster in instances:
-        assert fleet.live(cluster, _cm(app))["data"] == {"k": "v1"}
+        assert fleet.live(cluster, settings_ref(app))["data"] == {"k": "v1"}
         assert fleet.live(cluster, _deploy(app))["spec"]["replicas"] == 1
         seen = {r.kind: r for r in fleet.status(app, cluster).resources}
         assert seen["Deployment"].message == "1 of 1 replicas available"
@@ -108,7 +104,7 @@ def test_a_killed_workers_apps_move_to_the_survivor_and_sync(fleet: FleetEnv) ->
     assert membership.live_workers(fleet.redis, prefix=fleet.prefix) == ["survivor"]
     for instance in moved:
         app, cluster = instance.split("@")
-        assert fleet.live(cluster, _cm(app))["data"] == {"k": "v2"}
+        assert fleet.live(cluster, settings_ref(app))["data"] == {"k": "v2"}
         last = fleet.status(app, cluster).last_sync
         assert last is not None and last.worker == "survivor", fleet.worker_log("survivor")
 

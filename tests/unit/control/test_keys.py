@@ -19,6 +19,9 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:app:shop": lambda k: k.app("shop"),
     "gitfleet:cluster-credentials:east": lambda k: k.cluster_credentials("east"),
     "gitfleet:app-credentials:shop": lambda k: k.app_credentials("shop"),
+    "gitfleet:repositories": lambda k: k.repositories,
+    "gitfleet:repository:team-a-git": lambda k: k.repository("team-a-git"),
+    "gitfleet:repository-credentials:team-a-git": lambda k: k.repository_credentials("team-a-git"),
     "gitfleet:secret-key": lambda k: k.secret_key,
     "gitfleet:tokens": lambda k: k.tokens,
     "gitfleet:token:9f86d0": lambda k: k.token("9f86d0"),
@@ -33,6 +36,11 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:pushes:github.com/acme/shop:refs/heads/main": lambda k: k.pushes(
         "github.com/acme/shop", "refs/heads/main"
     ),
+    "gitfleet:pushes:github.com/acme/shop:refs/heads/main:team-a": lambda k: k.pushes(
+        "github.com/acme/shop", "refs/heads/main", "team-a"
+    ),
+    "gitfleet:delivery:72d3162e-cc78": lambda k: k.delivery("72d3162e-cc78"),
+    "gitfleet:project-webhook-secret:team-a": lambda k: k.project_webhook_secret("team-a"),
     "gitfleet:workers": lambda k: k.workers,
     "gitfleet:worker:w1": lambda k: k.worker("w1"),
     "gitfleet:lease:shop@east": lambda k: k.lease("shop@east"),

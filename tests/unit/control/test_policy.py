@@ -120,10 +120,18 @@ def test_a_project_allows_namespaces_per_cluster_and_only_listed_cluster_kinds()
     assert len(check_app_allowed(shop(), project, ["prod-eu", "lab"])) == 1
 
 
-def test_source_repo_globs_match_raw_or_normalized_urls() -> None:
+def test_a_source_repo_glob_without_a_scheme_matches_the_https_and_ssh_urls_of_one_repo() -> None:
     project = ProjectRecord("team", source_repos=("github.com/acme/*",))
 
-    assert repo_allowed(project, "git@github.com:acme/shop.git")
+    assert repo_allowed(project, "ssh://git@github.com/acme/shop.git")
     assert repo_allowed(project, "https://github.com/acme/shop")
     assert not repo_allowed(project, "https://github.com/other/shop")
     assert not repo_allowed(ProjectRecord("empty"), "https://github.com/acme/shop")
+
+
+def test_scp_like_addresses_and_local_paths_are_no_allowed_source() -> None:
+    project = ProjectRecord("team", source_repos=("github.com/acme/*",))
+
+    assert not repo_allowed(project, "git@github.com:acme/shop.git")
+    assert not repo_allowed(project, "github.com/acme/../../var/cache/gitfleet")
+    assert not repo_allowed(DEFAULT_PROJECT, "/var/cache/gitfleet/git/abc")

@@ -14,12 +14,21 @@ import pytest
 
 from fleet.engine.inventory import InventoryEntry
 from fleet.engine.plan.references import key_of
-from fleet.engine.plan.tracking import APP_LABEL, TRACKING_ANNOTATION, mark
+from fleet.engine.plan.tracking import APP_LABEL, TRACKING_ANNOTATION, Owner, Ownership, mark
 from fleet.engine.prune import PrunePlan, keep_reason, plan
 from fleet.errors import OrderError
 from fleet.model import Manifest, ObjectRef
 
 APP = "shop"
+PROJECT = "team"
+
+
+def owner(app: str = APP) -> Owner:
+    """The app of that name, with a uid of its own (as the registry gives one)."""
+    return Owner(app, f"uid-{app}", PROJECT)
+
+
+OURS = Ownership.of(owner())
 API = {
     "Deployment": "apps/v1",
     "CustomResourceDefinition": "apiextensions.k8s.io/v1",
@@ -46,7 +55,12 @@ def ours(
     kind: str, name: str, namespace: str = "shop", *, app: str = APP, api: str = "", **notes: str
 ) -> Manifest:
     """An object `app` applied: labelled and tracked."""
-    return mark(plain(kind, name, namespace, api=api, **notes), app)
+    return mark(plain(kind, name, namespace, api=api, **notes), owner(app))
+
+
+def tracked(kind: str, name: str, by: Owner) -> Manifest:
+    """An object applied by the app `by` names (an older one, or one from before uids)."""
+    return mark(plain(kind, name), by)
 
 
 def with_labels(obj: Manifest, **labels: str) -> Manifest:
@@ -89,7 +103,7 @@ def run(case: Case) -> PrunePlan:
     labelled = [o for o in case.live if o["metadata"].get("labels", {}).get(APP_LABEL) == APP]
     live = {e.ref: by_key.get(key_of(e.ref)) for e in case.inventory}
     return plan(
-        app=APP,
+        ownership=Ownership.of(owner(), [e.ref for e in case.inventory]),
         inventory=case.inventory,
         labelled=labelled,
         desired=case.desired,
@@ -99,6 +113,7 @@ def run(case: Case) -> PrunePlan:
 
 
 NOT_OURS = "not tracked by this app (created by hand?)"
+BILLING = "tracked by app billing of project team (uid uid-billing)"
 FLUX = "kustomize.toolkit.fluxcd.io/prune"
 CRD_RULE = "CustomResourceDefinition is never pruned unless the app allows it"
 NS_RULE = "Namespace is never pruned unless the app allows it"
@@ -143,12 +158,12 @@ CASES = [
         "another-apps-object-is-kept",
         live=[ours("ConfigMap", "shared", app="billing")],
         inventory=[entry("ConfigMap", "shared")],
-        kept=[("ConfigMap/shop/shared", "tracked by app billing")],
+        kept=[("ConfigMap/shop/shared", BILLING)],
     ),
     Case(
         "our-label-on-another-apps-object-is-not-ownership",
         live=[with_labels(ours("ConfigMap", "relabelled", app="billing"), **{APP_LABEL: APP})],
-        kept=[("ConfigMap/shop/relabelled", "tracked by app billing")],
+        kept=[("ConfigMap/shop/relabelled", BILLING)],
     ),
     Case(
         "hand-made-object-is-kept",
@@ -244,6 +259,35 @@ CASES = [
         inventory=[entry("ConfigMap", "theirs")],
         kept=[("ConfigMap/shop/theirs", NOT_OURS)],
     ),
+    Case(
+        "an-older-app-of-the-same-name-is-another-app",
+        live=[tracked("ConfigMap", "old", Owner(APP, "uid-before", "p1"))],
+        inventory=[entry("ConfigMap", "old")],
+        kept=[
+            (
+                "ConfigMap/shop/old",
+                "tracked by another app shop of project p1 (uid uid-before), "
+                "not this one (uid uid-shop)",
+            )
+        ],
+    ),
+    Case(
+        "legacy-id-counts-when-our-inventory-lists-the-object",
+        live=[tracked("ConfigMap", "before-uids", Owner(APP))],
+        inventory=[entry("ConfigMap", "before-uids", wave=1)],
+        delete=[("ConfigMap/shop/before-uids", 1)],
+    ),
+    Case(
+        "legacy-id-found-by-label-alone-is-kept",
+        live=[tracked("ConfigMap", "unlisted", Owner(APP))],
+        kept=[
+            (
+                "ConfigMap/shop/unlisted",
+                "tracked by app shop (a tracking id from before apps had uids), "
+                "and this app's inventory does not list it",
+            )
+        ],
+    ),
 ]
 
 
@@ -259,7 +303,7 @@ def test_deletes_are_addressed_at_the_version_the_server_returned():
     live = ours("HorizontalPodAutoscaler", "web")
     inventory = [entry("HorizontalPodAutoscaler", "web", api="autoscaling/v1")]
     stale = inventory[0].ref
-    result = plan(app=APP, inventory=inventory, labelled=[], desired=[], live={stale: live})
+    result = plan(ownership=OURS, inventory=inventory, labelled=[], desired=[], live={stale: live})
     assert result.delete == ((replace(stale, version="v2"), 0),)
 
 
@@ -267,21 +311,21 @@ def test_an_object_seen_under_any_version_counts_as_live():
     inventory = [entry("HorizontalPodAutoscaler", "web", api="autoscaling/v1")]
     labelled = [ours("HorizontalPodAutoscaler", "web")]
     live = {inventory[0].ref: None}  # the old version is no longer served
-    result = plan(app=APP, inventory=inventory, labelled=labelled, desired=[], live=live)
+    result = plan(ownership=OURS, inventory=inventory, labelled=labelled, desired=[], live=live)
     assert [str(r) for r, _ in result.delete] == ["HorizontalPodAutoscaler/shop/web"]
 
 
 def test_plan_is_sorted_by_identity_whatever_the_input_order():
     names = ["b", "c", "a"]
     labelled = [ours("ConfigMap", name) for name in names]
-    result = plan(app=APP, inventory=[], labelled=labelled, desired=[], live={})
+    result = plan(ownership=OURS, inventory=[], labelled=labelled, desired=[], live={})
     assert [r.name for r, _ in result.delete] == ["a", "b", "c"]
 
 
 def test_a_wave_annotation_that_is_not_a_number_names_the_object():
     labelled = [ours("ConfigMap", "bad", **{"gitfleet.io/sync-wave": "late"})]
     with pytest.raises(OrderError) as err:
-        plan(app=APP, inventory=[], labelled=labelled, desired=[], live={})
+        plan(ownership=OURS, inventory=[], labelled=labelled, desired=[], live={})
     assert (
         str(err.value) == "ConfigMap/shop/bad: gitfleet.io/sync-wave must be an integer, not 'late'"
     )
@@ -291,7 +335,7 @@ def test_keep_reason_checks_ownership_before_opt_outs_and_kind():
     crd = ours("CustomResourceDefinition", "w.example.com", "", app="billing")
     crd["metadata"]["annotations"]["gitfleet.io/prune"] = "false"
     crd_ref = ObjectRef.of(crd)
-    assert keep_reason(crd, app=APP, ref=crd_ref) == "tracked by app billing"
-    assert keep_reason(crd, app="billing", ref=crd_ref) == (
+    assert keep_reason(crd, ownership=OURS, ref=crd_ref) == BILLING
+    assert keep_reason(crd, ownership=Ownership.of(owner("billing")), ref=crd_ref) == (
         "prune disabled by annotation gitfleet.io/prune"
     )

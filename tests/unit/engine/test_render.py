@@ -24,16 +24,6 @@ def repo(tmp_path: Path) -> GitRepo:
     return GitRepo.create(tmp_path / "repo")
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> SourceCache:
-    return SourceCache(tmp_path / "sources")
-
-
-@pytest.fixture
-def renderer(tmp_path: Path) -> Renderer:
-    return Renderer(tmp_path / "renders")
-
-
 def render_names(renderer: Renderer, source: SourceCache, repo: GitRepo, path: str) -> list[str]:
     result = renderer.render(source, source.resolve(repo.url), path, RenderParams())
     return [obj["metadata"]["name"] for obj in result.objects]

@@ -11,6 +11,8 @@ import pytest
 from fleet.engine.plan.tracking import (
     APP_LABEL,
     TRACKING_ANNOTATION,
+    Owner,
+    Ownership,
     TrackingId,
     is_prune_disabled,
     is_self_heal_disabled,
@@ -20,7 +22,6 @@ from fleet.engine.plan.tracking import (
     prune_disabled_by,
     sync_options,
     tracking_id,
-    tracks,
     validate_app_name,
     wants_replace,
 )
@@ -30,6 +31,9 @@ from fleet.model import Manifest, ObjectRef
 CM = ObjectRef("", "v1", "ConfigMap", "shop", "settings")
 DEPLOY = ObjectRef("apps", "v1", "Deployment", "shop", "cart")
 ROLE = ObjectRef("rbac.authorization.k8s.io", "v1", "ClusterRole", "", "system:cart-reader")
+UID = "0b7c1e0e-2f5a-4d0e-9a4f-6d2d1e2c6c11"
+SHOP = Owner("shop", UID, "team-a")
+OWNER = f"team-a/shop@{UID}"
 
 
 def obj(
@@ -51,17 +55,31 @@ def obj(
 @pytest.mark.parametrize(
     ("ref", "expected"),
     [
-        (CM, "shop:/ConfigMap:shop/settings"),
-        (DEPLOY, "shop:apps/Deployment:shop/cart"),
-        (ROLE, "shop:rbac.authorization.k8s.io/ClusterRole:/system:cart-reader"),
+        (CM, f"{OWNER}:/ConfigMap:shop/settings"),
+        (DEPLOY, f"{OWNER}:apps/Deployment:shop/cart"),
+        (ROLE, f"{OWNER}:rbac.authorization.k8s.io/ClusterRole:/system:cart-reader"),
     ],
     ids=["core-group", "named-group", "cluster-scoped-name-with-colon"],
 )
-def test_tracking_id_has_argo_cd_format_and_parses_back(ref: ObjectRef, expected: str):
-    assert tracking_id("shop", ref) == expected
+def test_tracking_id_is_argo_cd_format_naming_project_app_and_uid(ref: ObjectRef, expected: str):
+    assert tracking_id(SHOP, ref) == expected
     parsed = parse_tracking_id(expected)
-    assert parsed == TrackingId("shop", ref.group, ref.kind, ref.namespace, ref.name)
-    assert parsed is not None and parsed.names(ref)
+    assert parsed == TrackingId("shop", ref.group, ref.kind, ref.namespace, ref.name, UID, "team-a")
+    assert parsed is not None and parsed.names(ref) and parsed.owner == SHOP
+
+
+@pytest.mark.parametrize(
+    ("value", "owner"),
+    [
+        ("shop:/ConfigMap:shop/settings", Owner("shop")),
+        (f"shop@{UID}:/ConfigMap:shop/settings", Owner("shop", UID)),
+    ],
+    ids=["legacy-without-uid", "uid-without-project"],
+)
+def test_shorter_tracking_ids_parse_with_what_they_name(value: str, owner: Owner):
+    parsed = parse_tracking_id(value)
+    assert parsed is not None and parsed.owner == owner and parsed.names(CM)
+    assert tracking_id(owner, CM) == value
 
 
 @pytest.mark.parametrize(
@@ -76,6 +94,10 @@ def test_tracking_id_has_argo_cd_format_and_parses_back(ref: ObjectRef, expected
         "shop:/ConfigMap:shop/",
         "shop:/ConfigMap:shop/a/b",
         "shop:a/b/ConfigMap:shop/settings",
+        "team-a/shop@:/ConfigMap:shop/settings",
+        "a/b/shop@x:/ConfigMap:shop/settings",
+        "team-a/@x:/ConfigMap:shop/settings",
+        "shop@x@y:/ConfigMap:shop/settings",
     ],
 )
 def test_malformed_tracking_ids_parse_to_none(value: str):
@@ -85,28 +107,28 @@ def test_malformed_tracking_ids_parse_to_none(value: str):
 def test_mark_sets_label_and_annotation_on_a_copy_sharing_the_body():
     original = obj(DEPLOY, notes={"keep": "me"}, labels={"tier": "web"})
     before = copy.deepcopy(original)
-    marked = mark(original, "shop")
+    marked = mark(original, SHOP)
     assert original == before
     assert marked["metadata"]["labels"] == {"tier": "web", APP_LABEL: "shop"}
     assert marked["metadata"]["annotations"] == {
         "keep": "me",
-        TRACKING_ANNOTATION: "shop:apps/Deployment:shop/cart",
+        TRACKING_ANNOTATION: f"{OWNER}:apps/Deployment:shop/cart",
     }
     assert marked["data"] is original["data"]
 
 
 def test_mark_works_without_labels_or_annotations():
-    marked = mark(obj(CM), "shop")
-    assert owner_of(marked) == "shop"
-    assert tracks(marked, "shop", CM)
+    marked = mark(obj(CM), SHOP)
+    assert owner_of(marked) == SHOP
+    assert Ownership.of(SHOP).owns(marked, CM)
 
 
 @pytest.mark.parametrize(
     ("notes", "owner"),
     [
         (None, None),
-        ({TRACKING_ANNOTATION: "shop:/ConfigMap:shop/settings"}, "shop"),
-        ({TRACKING_ANNOTATION: " other:/ConfigMap:shop/settings "}, "other"),
+        ({TRACKING_ANNOTATION: f"{OWNER}:/ConfigMap:shop/settings"}, SHOP),
+        ({TRACKING_ANNOTATION: " other:/ConfigMap:shop/settings "}, Owner("other")),
         ({TRACKING_ANNOTATION: "garbage"}, None),
         ({TRACKING_ANNOTATION: ""}, None),
         ({"argocd.argoproj.io/tracking-id": "shop:/ConfigMap:shop/settings"}, None),
@@ -114,42 +136,79 @@ def test_mark_works_without_labels_or_annotations():
     ids=["absent", "ours", "other-app-with-spaces", "malformed", "empty", "argo-annotation"],
 )
 def test_owner_is_the_app_named_by_a_well_formed_tracking_annotation(
-    notes: dict[str, str] | None, owner: str | None
+    notes: dict[str, str] | None, owner: Owner | None
 ):
     assert owner_of(obj(CM, notes=notes)) == owner
 
 
+LEGACY = "shop:/ConfigMap:shop/settings"
+OLDER = "team-b/shop@11111111-2222-3333-4444-555555555555:/ConfigMap:shop/settings"
+
+
 @pytest.mark.parametrize(
-    ("annotation", "app", "ref", "expected"),
+    ("annotation", "ref", "legacy", "expected"),
     [
-        ("shop:/ConfigMap:shop/settings", "shop", CM, True),
-        ("shop:/ConfigMap:shop/settings", "shop", replace(CM, version="v2"), True),
-        ("other:/ConfigMap:shop/settings", "shop", CM, False),
-        ("shop:/ConfigMap:shop/original", "shop", CM, False),
-        ("shop:/ConfigMap:prod/settings", "shop", CM, False),
-        ("shop:/Secret:shop/settings", "shop", CM, False),
-        ("shop:example.com/ConfigMap:shop/settings", "shop", CM, False),
-        ("shop", "shop", CM, False),
+        (f"{OWNER}:/ConfigMap:shop/settings", CM, (), True),
+        (f"{OWNER}:/ConfigMap:shop/settings", replace(CM, version="v2"), (), True),
+        (f"other@{UID}:/ConfigMap:shop/settings", CM, (), False),
+        (OLDER, CM, (CM,), False),
+        (f"{OWNER}:/ConfigMap:shop/original", CM, (), False),
+        (f"{OWNER}:/ConfigMap:prod/settings", CM, (), False),
+        (f"{OWNER}:/Secret:shop/settings", CM, (), False),
+        (f"{OWNER}:example.com/ConfigMap:shop/settings", CM, (), False),
+        (LEGACY, CM, (), False),
+        (LEGACY, CM, (replace(CM, version="v9"),), True),
+        (LEGACY, CM, (DEPLOY,), False),
+        ("other:/ConfigMap:shop/settings", CM, (CM,), False),
+        ("shop", CM, (CM,), False),
     ],
     ids=[
         "ours",
         "ours-at-another-version",
-        "other-app",
+        "other-app-same-uid-text",
+        "older-app-of-the-same-name",
         "copied-from-another-name",
         "copied-from-another-namespace",
         "other-kind",
         "other-group",
+        "legacy-id-not-in-our-inventory",
+        "legacy-id-in-our-inventory",
+        "legacy-id-inventory-lists-another-object",
+        "legacy-id-of-another-app",
         "malformed",
     ],
 )
-def test_tracks_only_when_the_annotation_names_this_app_and_this_object(
-    annotation: str, app: str, ref: ObjectRef, expected: bool
+def test_owns_only_what_names_this_app_by_uid_and_this_object(
+    annotation: str, ref: ObjectRef, legacy: tuple[ObjectRef, ...], expected: bool
 ):
-    assert tracks(obj(CM, notes={TRACKING_ANNOTATION: annotation}), app, ref) is expected
+    ownership = Ownership.of(SHOP, legacy)
+    assert ownership.owns(obj(CM, notes={TRACKING_ANNOTATION: annotation}), ref) is expected
 
 
-def test_tracks_is_false_without_annotation_even_with_the_app_label():
-    assert not tracks(obj(CM, labels={APP_LABEL: "shop"}), "shop", CM)
+@pytest.mark.parametrize(
+    ("annotation", "legacy", "expected"),
+    [
+        (None, (), None),
+        (f"{OWNER}:/ConfigMap:shop/original", (), None),
+        ("billing:/ConfigMap:shop/settings", (),
+         "app billing (a tracking id from before apps had uids)"),
+        (OLDER, (), "another app shop of project team-b "
+         f"(uid 11111111-2222-3333-4444-555555555555), not this one (uid {UID})"),
+        (LEGACY, (), "app shop (a tracking id from before apps had uids), and this app's "
+         "inventory does not list it"),
+        (LEGACY, (CM,), None),
+    ],
+    ids=["untracked", "ours-copied", "other-app", "older-app-same-name", "legacy", "legacy-listed"],
+)  # fmt: skip
+def test_other_owner_names_whoever_else_tracks_the_object(
+    annotation: str | None, legacy: tuple[ObjectRef, ...], expected: str | None
+):
+    notes = {TRACKING_ANNOTATION: annotation} if annotation else None
+    assert Ownership.of(SHOP, legacy).other_owner(obj(CM, notes=notes), CM) == expected
+
+
+def test_owns_is_false_without_annotation_even_with_the_app_label():
+    assert not Ownership.of(SHOP).owns(obj(CM, labels={APP_LABEL: "shop"}), CM)
 
 
 SYNC = "gitfleet.io/sync-options"
