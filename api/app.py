@@ -18,6 +18,7 @@ pool; none of them runs a sync itself.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -29,9 +30,20 @@ from fastapi import FastAPI
 from api import errors
 from api.gate import RequestGate
 from api.metrics import registry_for
-from api.routes import appops, apps, clusters, ops, projects, repositories, tokens, webhooks
+from api.routes import (
+    appops,
+    apps,
+    clusters,
+    ops,
+    projects,
+    registry,
+    repositories,
+    tokens,
+    webhooks,
+)
 from api.settings import Settings
 from fleet.control.connection import connect
+from fleet.control.registry.backup import EMPTY_WARNING, is_empty
 from fleet.control.registry.secrets import SecretBox, require_key
 from fleet.control.registry.store import Store
 from fleet.control.routing.dispatch import Dispatcher
@@ -39,6 +51,7 @@ from fleet.control.scheduler import scheduling
 from fleet.errors import UsageError
 
 API_PREFIX = "/api/v1"
+log = logging.getLogger("api")
 
 
 def _bootstrap(store: Store, settings: Settings) -> None:
@@ -82,6 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         box = SecretBox.open(key, redis, prefix=settings.prefix, insecure_dev=settings.insecure_dev)
         store = Store(redis, box, prefix=settings.prefix)
         _bootstrap(store, settings)
+        if is_empty(redis, store.keys):
+            log.warning("%s", EMPTY_WARNING)
         app.state.settings = settings
         app.state.store = store
         app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
@@ -104,10 +119,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     webhook_paths = [f"{API_PREFIX}{webhooks.router.prefix}/git", f"{webhooks.router.prefix}/git"]
     app.add_middleware(
-        RequestGate, settings=settings, protected=f"{API_PREFIX}/", webhooks=webhook_paths
+        RequestGate,
+        settings=settings,
+        protected=f"{API_PREFIX}/",
+        webhooks=webhook_paths,
+        import_path=f"{API_PREFIX}{registry.IMPORT_PATH}",
     )
     app.include_router(ops.router)
-    for module in (clusters, projects, repositories, apps, appops, tokens, webhooks):
+    for module in (clusters, projects, repositories, apps, appops, tokens, registry, webhooks):
         app.include_router(module.router, prefix=API_PREFIX)
     # Git hosts are configured with a bare URL too, as the issue and Argo CD users expect.
     app.include_router(webhooks.router, include_in_schema=False)

@@ -42,8 +42,8 @@ def _repo(value: str) -> str:
 
 
 def _path(value: str) -> str:
-    parts = value.strip("/").split("/")
-    if value.startswith("/") or ".." in parts:
+    parts = value.replace("\\", "/").strip("/").split("/")  # the engine reads a backslash as "/"
+    if value.startswith(("/", "\\")) or ".." in parts:
         raise ValueError(f"{value!r} must be a folder inside the repository, without '..'")
     return value.strip("/") or "."
 

@@ -30,6 +30,7 @@ BULK_TIMEOUT = 300.0
 PUSH_TIMEOUT = 600.0
 RETRIES = 30
 WEBHOOK_PATH = "/api/v1/webhooks/git"
+REGISTRY_PATH = "/api/v1/registry"
 
 Request = tuple[str, str, Any]  # method, path, JSON body (or None)
 
@@ -120,6 +121,32 @@ class CoordinatorClient:
         try:
             response = httpx.post(
                 self.server + WEBHOOK_PATH, content=body, headers=headers, timeout=PUSH_TIMEOUT
+            )
+        except httpx.TransportError as e:
+            raise self._unreachable(e) from e
+        return _decode(response, ())
+
+    def export_registry(self) -> str:
+        """The registry document (`GET /api/v1/registry/export`), as the server wrote it."""
+        try:
+            response = httpx.get(
+                self.server + REGISTRY_PATH + "/export", headers=self.headers, timeout=self.timeout
+            )
+        except httpx.TransportError as e:
+            raise self._unreachable(e) from e
+        if response.status_code >= 300:
+            _decode(response, ())
+        return response.text
+
+    def import_registry(self, document: bytes) -> Any:
+        """Send a registry document as it is (`POST /api/v1/registry/import`): the report."""
+        headers = {**self.headers, "Content-Type": "application/json"}
+        try:
+            response = httpx.post(
+                self.server + REGISTRY_PATH + "/import",
+                content=document,
+                headers=headers,
+                timeout=max(self.timeout, BULK_TIMEOUT),
             )
         except httpx.TransportError as e:
             raise self._unreachable(e) from e

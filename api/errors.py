@@ -6,9 +6,11 @@ responses), so the validation handler keeps only where the problem is and what i
 `{"detail": "body.destination.namespace: ...", "errors": [{"field": ..., "message": ...}]}`.
 
 Registry errors map by kind: NotFound 404, AlreadyExists / InUse / Conflict 409,
-InvalidReference 422; no live worker to enqueue for (NoWorkers) is a 503 a retry can cure.
-Anything unexpected is a 500 whose body says only that; the traceback
-goes to the log, without the request body.
+InvalidReference and an unreadable registry file (BackupError) 422; no live worker to enqueue
+for (NoWorkers) is a 503 a retry can cure, and so is Redis unreachable (a restart, a
+failover): the pool reconnects on the next request, so the API needs no restart. Anything
+unexpected is a 500 whose body says only that; the traceback goes to the log, without the
+request body.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fleet.control.registry.backup import BackupError
 from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
@@ -39,6 +44,7 @@ STATUS: dict[type[FleetError], int] = {
     Conflict: 409,
     InvalidReference: 422,
     NoWorkers: 503,
+    BackupError: 422,
 }
 
 
@@ -70,6 +76,16 @@ async def _on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=status)
 
 
+async def _on_redis_down(request: Request, exc: Exception) -> JSONResponse:
+    log.warning(
+        "%s %s: Redis unreachable (%s)", request.method, request.url.path, type(exc).__name__
+    )
+    return JSONResponse(REDIS_DOWN, status_code=503)
+
+
+REDIS_DOWN = {"detail": "Redis is unreachable (restarting?); retry shortly"}
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("%s %s failed unexpectedly", request.method, request.url.path)
     return JSONResponse({"detail": "internal error; see the coordinator log"}, status_code=500)
@@ -78,4 +94,6 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(FleetError, _on_fleet_error)
+    app.add_exception_handler(RedisConnectionError, _on_redis_down)
+    app.add_exception_handler(RedisTimeoutError, _on_redis_down)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -11,7 +11,11 @@ first. `RequestGate` is the outermost application middleware and works on the ra
 2. Size: a declared `Content-Length` over the limit is a 413 at once; a body sent without one is
    counted as it arrives and cut off with a 413 when it passes the limit, before it is parsed
    or routed anywhere. The limit is GITFLEET_BODY_LIMIT (1 MiB) for the API and
-   GITFLEET_WEBHOOK_BODY_LIMIT (5 MiB) for webhook deliveries, whose push events list commits.
+   GITFLEET_WEBHOOK_BODY_LIMIT (5 MiB) for webhook deliveries, whose push events list commits,
+   and GITFLEET_IMPORT_BODY_LIMIT (256 MiB) for a registry import (`api.routes.registry`) sent
+   with an admin token: the whole fleet in one document. The token is checked first, so only
+   an admin can make the coordinator read that much.
+3. Redis: a token lookup that cannot reach Redis (a restart) is a 503 a retry cures.
 
 The open probes (/healthz, /readyz, /metrics) and the docs need no token; they take no body.
 """
@@ -21,13 +25,17 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from fastapi import HTTPException
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import authenticate
+from api.errors import REDIS_DOWN
 from api.settings import Settings
+from fleet.control.registry.records import Role
 
 
 class BodyTooLarge(HTTPException):
@@ -47,12 +55,19 @@ class RequestGate:
     """ASGI middleware: the token, then the body size, before the app sees the request."""
 
     def __init__(
-        self, app: ASGIApp, *, settings: Settings, protected: str, webhooks: Collection[str]
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        protected: str,
+        webhooks: Collection[str],
+        import_path: str = "",
     ) -> None:
         self.app = app
         self.settings = settings
         self.protected = protected  # paths under this prefix need a token...
         self.webhooks = frozenset(webhooks)  # ...but these, which are signed instead
+        self.import_path = import_path  # a registry import: a larger limit, for admins only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -65,6 +80,9 @@ class RequestGate:
         except HTTPException as e:
             answer = JSONResponse({"detail": e.detail}, e.status_code, headers=e.headers)
             await answer(scope, receive, send)
+            return
+        except (RedisConnectionError, RedisTimeoutError):  # a restart: retry shortly
+            await JSONResponse(REDIS_DOWN, 503)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -80,6 +98,9 @@ class RequestGate:
     def _limit(self, scope: Scope) -> tuple[int, str]:
         if scope["path"] in self.webhooks:
             return self.settings.webhook_body_limit, "GITFLEET_WEBHOOK_BODY_LIMIT"
+        principal = scope.get("state", {}).get("principal")
+        if scope["path"] == self.import_path and getattr(principal, "role", None) == Role.ADMIN:
+            return self.settings.import_body_limit, "GITFLEET_IMPORT_BODY_LIMIT"
         return self.settings.body_limit, "GITFLEET_BODY_LIMIT"
 
 

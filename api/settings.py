@@ -25,6 +25,7 @@ ENV = {
     "admin_token_file": "GITFLEET_ADMIN_TOKEN_FILE",
     "body_limit": "GITFLEET_BODY_LIMIT",
     "webhook_body_limit": "GITFLEET_WEBHOOK_BODY_LIMIT",
+    "import_body_limit": "GITFLEET_IMPORT_BODY_LIMIT",
     "webhook_max_age_s": "GITFLEET_WEBHOOK_MAX_AGE",
 }
 MiB = 1 << 20
@@ -48,8 +49,9 @@ class Settings(BaseModel):
     insecure_dev: bool = False  # `gitfleet api --insecure-dev`: may run without secret_key
     require_impersonation: bool = False  # GITFLEET_REQUIRE_IMPERSONATION (`fleet.control.policy`)
     admin_token_file: Path = Field(default_factory=default_admin_token_file)  # mode 0600
-    body_limit: int = Field(default=MiB, ge=1024)  # bytes of a request body (`api.limits`)
+    body_limit: int = Field(default=MiB, ge=1024)  # bytes of a request body (`api.gate`)
     webhook_body_limit: int = Field(default=5 * MiB, ge=1024)  # bytes of a webhook delivery
+    import_body_limit: int = Field(default=256 * MiB, ge=1024)  # a registry import (admin)
     webhook_max_age_s: float = Field(default=MAX_AGE, gt=0)  # `fleet.control.deliveries`
 
     @classmethod

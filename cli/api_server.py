@@ -7,6 +7,10 @@ GITFLEET_REDIS_URL, password and TLS settings included (`fleet.control.connectio
 
 The coordinator's modules (FastAPI, uvicorn) load only when this command runs, not whenever
 `cli.main` builds its parser.
+
+SIGTERM (or Ctrl-C) stops gracefully: uvicorn stops accepting connections, lets the requests in
+flight finish for up to `DRAIN_TIMEOUT_S` (30 s), then runs the lifespan's end, which stops the
+scheduler thread (releasing its lock) and closes the Redis pool.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+DRAIN_TIMEOUT_S = 30
 INSECURE_DEV_HELP = (
     "run without GITFLEET_SECRET_KEY: credentials are then encrypted with a key kept in Redis, "
     "which protects nothing from anyone who can read Redis (a local trial only)"
@@ -36,7 +41,13 @@ def run(args: argparse.Namespace) -> int:
     connect(settings.redis_url).close()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     setup_tracing("gitfleet-api")
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        timeout_graceful_shutdown=DRAIN_TIMEOUT_S,
+    )
     return 0
 
 

@@ -7,30 +7,45 @@ function taking the parsed arguments and returning the exit code) as the parser 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
+from cli import (
+    api_server,
+    apps,
+    bench,
+    clusters,
+    health,
+    registry,
+    repos,
+    sync,
+    testbed,
+    worker,
+)
 from fleet.errors import FleetError
 
-COMMAND_MODULES = (
-    "cli.testbed",
-    "cli.health",
-    "cli.sync",
-    "cli.api_server",
-    "cli.clusters",
-    "cli.apps",
-    "cli.repos",
-    "cli.worker",
-    "cli.bench",
+# In help order. Each module keeps its heavy imports (uvicorn, FastAPI, matplotlib) inside the
+# function that runs its command, so importing them all here stays cheap.
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    testbed,
+    health,
+    sync,
+    api_server,
+    clusters,
+    apps,
+    repos,
+    registry,
+    worker,
+    bench,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gitfleet", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
     return parser
 
 

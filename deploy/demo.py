@@ -115,7 +115,10 @@ def _environment(folder: Path) -> dict[str, str]:
 def _redis(folder: Path, env: dict[str, str]) -> Proc:
     url = urlsplit(env["GITFLEET_REDIS_URL"])  # Redis requires the password the URL carries
     port = str(url.port)
-    cmd = redis_command(int(port), folder, password=url.password)
+    data = folder / "redis"  # append-only, as in production: a Redis restart keeps the fleet
+    shutil.rmtree(data, ignore_errors=True)  # a new demo: new clusters, keys and tokens
+    data.mkdir()
+    cmd = redis_command(int(port), data, password=url.password)
     proc = start("", "redis", cmd, folder / "redis.log")
     wait_for(lambda: _answers(f"127.0.0.1:{port}"), what="redis", watched=[proc], timeout=20)
     return proc

@@ -1,4 +1,12 @@
-"""How gitfleet runs a throwaway redis-server for the demo, tests and benchmarks."""
+"""How gitfleet runs a redis-server for the demo, tests and benchmarks: durable, as production
+must be (README, "Operating Redis").
+
+Redis holds the whole registry (clusters, projects, apps, tokens, encrypted credentials), so it
+runs with append-only persistence: every write is appended to the AOF under `folder` and
+fsynced every second (`appendfsync everysec`), so a crash or a kill -9 loses at most the last
+second, and a redis-server restarted on the same folder comes back with every record. RDB
+snapshots stay off: the AOF is the one copy, and `gitfleet registry export` the backup.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,8 @@ from deploy.testbed.errors import StartError
 
 
 def redis_command(port: int, folder: Path, *, password: str | None = None) -> list[str]:
-    """A loopback-only redis-server without persistence (state lives for one run).
+    """A loopback-only redis-server keeping its data in `folder` (append-only file, fsynced
+    every second); started again on the same folder, it has every record back.
 
     With `password` the server requires it (AUTH): it goes into a 0600 config file in `folder`
     rather than onto the command line, where any local user could read it with `ps`. Clients
@@ -31,7 +40,9 @@ def redis_command(port: int, folder: Path, *, password: str | None = None) -> li
         "--save",
         "",
         "--appendonly",
-        "no",
+        "yes",
+        "--appendfsync",
+        "everysec",
         "--dir",
         str(folder),
     ]

@@ -1,6 +1,7 @@
 """gitfleet's library: one sync of one app (`engine`), the fleet's state (`control`), the edge.
 
-- `fleet.kube`: the cluster edge, the only code that speaks HTTP to a Kubernetes API server.
+- `fleet.kube`: the cluster edge, the library's only code that speaks HTTP to a Kubernetes API
+  server (the testbed's bring-up calls, `deploy.testbed.api`, sit outside the library).
 - `fleet.engine`: one sync of one application to one cluster, stage by stage; no Redis, rq or web.
 - `fleet.control`: the fleet's state and coordination in Redis; it calls the engine, never the
   reverse.

@@ -127,3 +127,11 @@ class OutsideProject(FleetError):
     def __init__(self, message: str, *, stage: str = "apply", cluster: str = "", obj: str = ""):
         super().__init__(message, cluster=cluster, obj=obj)
         self.stage = stage
+
+
+class LeaseLost(FleetError):
+    """The sync's lease expired or was taken (a newer fencing token exists) while it ran; it
+    stopped before writing anything more. Another worker owns the instance now."""
+
+    stage = "lease"
+    retryable = True

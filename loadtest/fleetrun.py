@@ -102,7 +102,7 @@ class Fleet:
         port = int(self.env["GITFLEET_REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-        cmd += ["--appendonly", "no", "--dir", str(self.folder)]
+        cmd += ["--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.folder)]
         self._start("redis", cmd)
         wait_for(lambda: answers(port), what="redis", watched=[self.procs["redis"]], timeout=20)
 

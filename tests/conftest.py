@@ -28,6 +28,7 @@ from fleet.engine.render.cache import Renderer
 from fleet.engine.source.cache import SourceCache
 from fleet.kube.client import KubeClient
 from fleet.telemetry.sdk import setup_tracing
+from tests.support.fleet import FleetEnv
 from tests.support.redis_server import RedisServer
 
 
@@ -93,6 +94,23 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> Iterator[FleetEnv]:
+    """A `FleetEnv` (own Redis prefix, store, git server) with the testbed's clusters added."""
+    env = FleetEnv(redis_server.url, tmp_path)
+    env.add_clusters(testbed)
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def registry(redis_server: RedisServer, tmp_path: Path) -> Iterator[FleetEnv]:
+    """A fleet without clusters: for tests of dispatching, scheduling and the registry alone."""
+    env = FleetEnv(redis_server.url, tmp_path)
+    yield env
+    env.close()
 
 
 @pytest.fixture

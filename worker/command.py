@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from fleet.errors import FleetError
 from fleet.telemetry.sdk import flush, setup_tracing
-from worker.process import WorkerProcess
+from worker.process import DRAIN_TIMEOUT_S, WorkerProcess
 from worker.settings import WorkerSettings
 
 
@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         help="syncs run at once, sharing the caches (default GITFLEET_WORKER_CONCURRENCY or 2)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=float(os.environ.get("GITFLEET_WORKER_DRAIN_S") or DRAIN_TIMEOUT_S),
+        help="on SIGTERM, seconds the running syncs get to finish before they are handed back "
+        f"to other workers (default GITFLEET_WORKER_DRAIN_S or {DRAIN_TIMEOUT_S:g})",
     )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
@@ -61,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     )
     setup_tracing("gitfleet-worker")
     try:
-        WorkerProcess(settings).run(logging_level=args.log_level)
+        WorkerProcess(settings, drain_timeout=args.drain_timeout).run(logging_level=args.log_level)
     finally:
         flush()
     return 0

@@ -33,19 +33,19 @@ from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord, ProjectRecord
 from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.syncrecords import SyncRecord
-from fleet.control.routing.leases import LeaseBusy, LeaseLost
+from fleet.control.routing.leases import HeldLease, LeaseBusy
 from fleet.control.routing.pending import Intent, Pending
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest, SyncResult
 from fleet.engine.source.cache import GitCredentials
 from fleet.engine.sync import Desired
-from fleet.errors import FleetError
+from fleet.errors import FleetError, LeaseLost
 from fleet.kube.client import KubeClient
 from fleet.model import Health, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 from worker import quiet, status, teardown
 from worker.journal import Entry
-from worker.runtime import Runtime, current
+from worker.runtime import HandBack, Runtime, current
 from worker.status import Answer
 
 log = logging.getLogger("gitfleet.worker")
@@ -66,11 +66,22 @@ def sync_job(instance: str) -> JobAnswer:
     if claim is None:
         return Answer.of(Outcome.SUPERSEDED, instance=instance).body
     token = context.attach(propagate.extract(claim.intent.carrier))
+    handed = False
     try:
         return _leased(runtime, instance, job_id, claim).body
+    except HandBack:  # the worker is draining and its time is up: another worker runs it
+        handed = True
+        moved = runtime.dispatcher.hand_back(instance, job_id)
+        log.warning("instance=%s sync handed back (worker stopping): requeued=%s", instance, moved)
+        return Answer.of(Outcome.DEFERRED, instance=instance, message="handed back").body
+    except (SystemExit, KeyboardInterrupt):  # a cold shutdown mid-sync: hand it back too
+        handed = True
+        runtime.dispatcher.hand_back(instance, job_id)
+        raise
     finally:
         context.detach(token)
-        runtime.dispatcher.finish(instance, job_id, fallback_queue=claim.queue)
+        if not handed:
+            runtime.dispatcher.finish(instance, job_id, fallback_queue=claim.queue)
 
 
 def preview_job(instance: str, intent_json: str) -> JobAnswer:
@@ -99,8 +110,8 @@ def _job_id() -> str:
 
 def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Answer:
     try:
-        with runtime.leases.held(instance, runtime.holder, ttl=runtime.settings.lease_ttl):
-            return _journaled(runtime, instance, job_id, claim)
+        with runtime.leases.held(instance, runtime.holder, ttl=runtime.settings.lease_ttl) as held:
+            return _journaled(runtime, instance, job_id, claim, held)
     except LeaseBusy:
         runtime.dispatcher.defer(instance, claim.intent, delay=LEASE_BUSY_DELAY)
         return Answer.of(Outcome.DEFERRED, instance=instance, message="lease busy")
@@ -109,9 +120,11 @@ def _leased(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Ans
         return Answer.of(Outcome.FAILED, instance=instance, error=str(e))
 
 
-def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> Answer:
+def _journaled(
+    runtime: Runtime, instance: str, job_id: str, claim: Pending, lease: HeldLease
+) -> Answer:
     start = time.time()
-    answer = attempt(runtime, instance, claim.intent, requests=claim.requests)
+    answer = attempt(runtime, instance, claim.intent, requests=claim.requests, lease=lease)
     entry = Entry(
         instance=instance,
         job_id=job_id,
@@ -126,8 +139,16 @@ def _journaled(runtime: Runtime, instance: str, job_id: str, claim: Pending) -> 
     return answer
 
 
-def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 1) -> Answer:
-    """Steps 4 and 5 for one instance, with its lease held by the caller."""
+def attempt(
+    runtime: Runtime,
+    instance: str,
+    intent: Intent,
+    *,
+    requests: int = 1,
+    lease: HeldLease | None = None,
+) -> Answer:
+    """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine and the
+    status write) held by the caller."""
     app_name, cluster = split_instance(instance)
     try:
         app, project = _load(runtime, app_name, cluster)
@@ -137,11 +158,11 @@ def attempt(runtime: Runtime, instance: str, intent: Intent, *, requests: int = 
         return teardown.delete_instance(runtime, app, cluster, intent=intent)
     reason = blocked_reason(app, intent.trigger, datetime.now(UTC))
     if reason:
-        return _skip(runtime, app, cluster, intent, reason)
+        return _skip(runtime, app, cluster, intent, reason, lease)
     waiting = waiting_for(runtime, app)
     if waiting:
         return _wait(runtime, instance, intent, waiting)
-    return _sync(runtime, app, project, cluster, intent, requests)
+    return _sync(runtime, app, project, cluster, intent, requests, lease)
 
 
 def _load(runtime: Runtime, app_name: str, cluster: str) -> tuple[AppRecord, ProjectRecord]:
@@ -169,7 +190,14 @@ def waiting_for(runtime: Runtime, app: AppRecord) -> str:
     return ""
 
 
-def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason: str) -> Answer:
+def _skip(
+    runtime: Runtime,
+    app: AppRecord,
+    cluster: str,
+    intent: Intent,
+    reason: str,
+    lease: HeldLease | None = None,
+) -> Answer:
     attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
     with telemetry.stage("sync", **attrs, outcome=Outcome.SKIPPED) as span:
         trace_id = telemetry.trace_id_of(span)
@@ -182,6 +210,7 @@ def _skip(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, reason
         reason=reason,
         trace_id=trace_id,
         worker=runtime.name,
+        lease=lease,
     )
     return Answer.of_record(record)
 
@@ -202,14 +231,15 @@ def _sync(
     cluster: str,
     intent: Intent,
     requests: int,
+    lease: HeldLease | None = None,
 ) -> Answer:
     if intent.trigger in quiet.QUIET_TRIGGERS:
         desired = _quiet(runtime, app, project, cluster, intent)
         if desired is not None:
             synced_at = SyncedAt(desired.revision, desired.inputs, spec_of(app))
             _note_synced(runtime, app, cluster, synced_at)
-            return quiet.write_checked(runtime, app.name, cluster)
-    result = _run_engine(runtime, app, project, cluster, intent)
+            return quiet.write_checked(runtime, app.name, cluster, lease)
+    result = _run_engine(runtime, app, project, cluster, intent, lease)
     record = SyncRecord.of(
         result,
         cluster=cluster,
@@ -218,7 +248,7 @@ def _sync(
         requests=requests,
         worker=runtime.name,
     )
-    status.write_sync(runtime.store, record)
+    status.write_sync(runtime.store, record, lease)
     if runtime.watcher is not None:
         runtime.watcher.declare(instance_key(app.name, cluster), record.resources)
     synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
@@ -285,11 +315,16 @@ def _clients(runtime: Runtime, cluster: str, request: SyncRequest) -> tuple[Kube
 
 
 def _run_engine(
-    runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
+    runtime: Runtime,
+    app: AppRecord,
+    project: ProjectRecord,
+    cluster: str,
+    intent: Intent,
+    lease: HeldLease | None = None,
 ) -> SyncResult:
     started = datetime.now(UTC)
     try:
-        request = _request(runtime, app, project, cluster, intent)
+        request = dataclasses.replace(_request(runtime, app, project, cluster, intent), guard=lease)
         kube, own = _clients(runtime, cluster, request)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)

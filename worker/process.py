@@ -17,18 +17,25 @@ Beside the rq loops, one housekeeping thread keeps the worker a member of the fl
 - pumps deferred syncs (retries, dependency waits) that are due, from any worker;
 - refreshes the self-heal watches and requests the debounced self-heal syncs.
 
-A clean stop (SIGTERM, or `stop()` in-process) finishes the current job, then deregisters so
-the instances move at once instead of after the TTL.
+A clean stop (SIGTERM, or `stop()` in-process) drains: no rq loop takes a new job, and the
+running syncs get `DRAIN_TIMEOUT_S` (30 s) to finish. A sync still running then is handed
+back: the worker leaves the fleet (so its instances have other owners), raises `HandBack` in the
+sync's thread, and the job queues its sync again for the new owner (`Dispatcher.hand_back`)
+and releases the lease, so another worker runs it at once. The process then exits, within
+the bound plus a few seconds. A second SIGTERM is rq's cold shutdown: it stops at once, and
+the sync in the main thread is handed back the same way.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from redis import Redis
@@ -38,11 +45,11 @@ from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty, UnixSignalDeathPenalty
 from rq.worker import SimpleWorker, WorkerStatus
 
-from fleet.control.connection import connect
+from fleet.control.connection import TRANSIENT, Outage, connect
 from fleet.control.registry.secrets import require_key
 from fleet.control.routing import membership, payloads
 from fleet.control.routing.payloads import PayloadError
-from worker.runtime import Runtime, active
+from worker.runtime import HandBack, Runtime, active
 from worker.selfheal import SelfHeal
 from worker.settings import WorkerSettings
 
@@ -51,6 +58,8 @@ log = logging.getLogger("gitfleet.worker")
 TICK = 0.25
 PUMP_EVERY = 0.5
 REFRESH_EVERY = 2.0
+DRAIN_TIMEOUT_S = 30.0
+"""How long a stopping worker lets its running syncs finish before it hands them back."""
 
 
 def _in_main_thread() -> bool:
@@ -64,8 +73,10 @@ class FleetWorker(SimpleWorker):
     gitfleet's own job functions: a job that is anything else fails without running, with one
     logged error saying why, and the worker goes on with the next."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, on_stop: Callable[[], None] | None = None) -> None:
         self.runtime = runtime
+        self.on_stop = on_stop
+        self.job_thread: int | None = None  # the thread running a job, while one runs
         self._halt = threading.Event()
         super().__init__(
             [runtime.dispatcher.queue_name(runtime.name)],
@@ -82,8 +93,28 @@ class FleetWorker(SimpleWorker):
         return 2
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        with active(self.runtime):
-            super().execute_job(job, queue)
+        self.job_thread = threading.get_ident()
+        try:
+            with active(self.runtime):
+                super().execute_job(job, queue)
+        finally:
+            self.job_thread = None
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        """SIGTERM/SIGINT: drain the whole process (every rq loop), not this loop alone."""
+        if self.on_stop is not None:
+            self.on_stop()
+        super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
+
+    def hand_back(self) -> bool:
+        """Interrupt the running job, if any, with `HandBack`; True when one was running."""
+        thread = self.job_thread
+        if thread is None:
+            return False
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread), ctypes.py_object(HandBack)
+        )
+        return True
 
     def handle_exception(self, job: Job, *exc_info: Any) -> None:
         error = exc_info[1] if len(exc_info) > 1 else None
@@ -128,9 +159,13 @@ class Housekeeper:
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        outage = Outage(log, f"worker={self.runtime.name} housekeeping")
         while not self._stop.wait(TICK):
             try:
                 self.tick(time.time())
+                outage.ok()
+            except TRANSIENT as e:  # a Redis restart: heartbeats resume once it is back
+                outage.failed(e)
             except Exception:
                 log.exception("worker=%s housekeeping failed", self.runtime.name)
 
@@ -184,14 +219,23 @@ def beat(runtime: Runtime) -> None:
 class WorkerProcess:
     """One shard member: `run()` blocks until stopped (SIGTERM/SIGINT, or `stop()`)."""
 
-    def __init__(self, settings: WorkerSettings, *, redis: Redis | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        redis: Redis | None = None,
+        drain_timeout: float = DRAIN_TIMEOUT_S,
+    ) -> None:
         self.settings = settings
+        self.drain_timeout = drain_timeout
+        self._drain: threading.Timer | None = None
+        self._drain_lock = threading.Lock()
         require_key(settings.secret_key, insecure_dev=settings.insecure_dev)
         self.redis = redis or connect(settings.redis_url)
         self.selfheal: SelfHeal | None = None
         watcher = self._self_heal if settings.self_heal else None
         self.runtime = Runtime(settings, self.redis, watcher=watcher)
-        self.rqs = [FleetWorker(self.runtime) for _ in range(settings.concurrency)]
+        self.rqs = [FleetWorker(self.runtime, self.stop) for _ in range(settings.concurrency)]
         self.rq = self.rqs[0]
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()
@@ -219,11 +263,14 @@ class WorkerProcess:
         )
         try:
             self.rq.work(logging_level=logging_level)
+        except HandBack:
+            log.warning("worker=%s handed back a job outside a sync", self.settings.name)
         finally:
-            for rq in self.rqs[1:]:
-                rq.halt()
+            self.stop()
             for thread in helpers:
-                thread.join(timeout=self.settings.lease_ttl)
+                thread.join(timeout=self.drain_timeout + 5.0)
+            if self._drain is not None:
+                self._drain.cancel()
             self.keeper.stop()
             if self.selfheal is not None:
                 self.selfheal.stop()
@@ -234,10 +281,32 @@ class WorkerProcess:
         rq.death_penalty_class = TimerDeathPenalty
         try:
             rq.work(logging_level=logging_level)
+        except HandBack:  # landed outside a sync job (between jobs): nothing to give back
+            pass
         except Exception:
             log.exception("worker=%s: an rq loop stopped", self.settings.name)
             self.stop()  # one loop down: stop cleanly rather than run short-handed unseen
 
     def stop(self) -> None:
+        """Drain: take no new job; hand back what still runs after `drain_timeout`."""
         for rq in self.rqs:
             rq.halt()
+        with self._drain_lock:
+            if self._drain is None:
+                self._drain = threading.Timer(self.drain_timeout, self._hand_back)
+                self._drain.daemon = True
+                self._drain.start()
+
+    def _hand_back(self) -> None:
+        """The drain's time is up: leave the fleet, then give the running syncs back."""
+        busy = [rq for rq in self.rqs if rq.job_thread is not None]
+        if not busy:
+            return
+        log.warning(
+            "worker=%s: %d sync(s) still running after %.0fs of draining: handing them back",
+            *(self.settings.name, len(busy), self.drain_timeout),
+        )
+        self.keeper.stop()  # no heartbeat may register this worker again
+        membership.deregister(self.redis, self.settings.name, prefix=self.settings.prefix)
+        for rq in busy:
+            rq.hand_back()

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from fleet.control.registry.instances import split_instance
 from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
+from fleet.control.routing.leases import HeldLease
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
 from fleet.errors import FleetError
@@ -85,9 +86,16 @@ def _kinds(last: SyncRecord) -> set[tuple[str, str]]:
     return {(r.ref.api_version, r.kind) for r in last.resources if r.declared}
 
 
-def write_checked(runtime: Runtime, app: str, cluster: str) -> Answer:
-    """Note the quiet check in the status (no history entry: nothing happened)."""
+def write_checked(
+    runtime: Runtime, app: str, cluster: str, lease: HeldLease | None = None
+) -> Answer:
+    """Note the quiet check in the status (no history entry: nothing happened); with `lease`,
+    only while its fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
     status = runtime.store.get_status(app, cluster) or InstanceStatus()
     stamp = datetime.now(UTC)
-    runtime.store.set_status(app, cluster, dataclasses.replace(status, checked=stamp))
+    checked = dataclasses.replace(status, checked=stamp)
+    if lease is None:
+        runtime.store.set_status(app, cluster, checked)
+    else:
+        lease.fenced(lambda pipe: runtime.store.log.stage_status(pipe, app, cluster, checked))
     return Answer.of(Outcome.UNCHANGED, app=app, cluster=cluster, checked=stamp.isoformat())

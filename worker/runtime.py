@@ -51,6 +51,12 @@ IMPERSONATING_CLIENTS = 32
 ClientKey = tuple[str, ServiceAccount | None]
 
 
+class HandBack(BaseException):
+    """Raised in a job's thread when a draining worker's time is up (`worker.process`): the job
+    stops where it is and gives its sync back to be run by another worker. A BaseException, so
+    no `except Exception` on the way swallows it."""
+
+
 class Watcher(LabelledIndex, Protocol):
     """What jobs ask of the worker's watches of its instances' objects."""
 

@@ -21,8 +21,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from redis.client import Pipeline
+
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import HISTORY, InstanceStatus, SkipRecord, SyncRecord
+from fleet.control.routing.leases import HeldLease
 from fleet.model import Outcome, Trigger
 
 
@@ -44,8 +47,33 @@ class Answer:
         return cls(record.outcome, {**HISTORY.dump_python(record, mode="json"), **fields})
 
 
-def write_sync(store: Store, record: SyncRecord) -> None:
-    store.add_history(record.app, record.cluster, record)
+def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None) -> None:
+    """History and status of a sync; with `lease`, both in one MULTI/EXEC that runs only while
+    the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
+    status = _status_of(store, record)
+    if lease is None:
+        store.add_history(record.app, record.cluster, record)
+        store.set_status(record.app, record.cluster, status)
+        return
+
+    def write(pipe: Pipeline) -> None:
+        store.log.stage_history(pipe, record.app, record.cluster, record)
+        store.log.stage_status(pipe, record.app, record.cluster, status)
+
+    lease.fenced(write)
+
+
+UNREACHABLE = "ClusterUnreachable"
+"""The word a status message starts with while the instance's API server cannot be reached."""
+
+
+def _status_of(store: Store, record: SyncRecord) -> InstanceStatus:
+    """The status after `record`. A sync that failed before acting on the cluster (the git
+    remote or the API server could not be reached) keeps the last applied revision and
+    resources: the cluster still holds them."""
+    message = record.error
+    if record.error_stage == "cluster":  # fleet.errors.ClusterUnreachable
+        message = f"{UNREACHABLE}: {message}"
     status = InstanceStatus(
         sync_status=record.sync_status,
         health=record.health,
@@ -53,9 +81,12 @@ def write_sync(store: Store, record: SyncRecord) -> None:
         resources=record.resources,
         last_sync=record,
         error=record.error,
-        message=record.error,
+        message=message,
     )
-    store.set_status(record.app, record.cluster, status)
+    previous = store.get_status(record.app, record.cluster)
+    if record.error and not record.writes and not record.resources and previous is not None:
+        status = replace(status, revision=previous.revision, resources=previous.resources)
+    return status
 
 
 def write_skipped(
@@ -67,6 +98,7 @@ def write_skipped(
     reason: str,
     trace_id: str,
     worker: str,
+    lease: HeldLease | None = None,
 ) -> SkipRecord:
     stamp = datetime.now(UTC)
     record = SkipRecord(
@@ -79,8 +111,17 @@ def write_skipped(
         trace_id=trace_id,
         worker=worker,
     )
-    store.add_history(app, cluster, record)
-    note(store, app, cluster, reason)
+    if lease is None:
+        store.add_history(app, cluster, record)
+        note(store, app, cluster, reason)
+        return record
+    noted = replace(store.get_status(app, cluster) or InstanceStatus(), message=reason)
+
+    def write(pipe: Pipeline) -> None:
+        store.log.stage_history(pipe, app, cluster, record)
+        store.log.stage_status(pipe, app, cluster, noted)
+
+    lease.fenced(write)
     return record
 
 

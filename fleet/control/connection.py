@@ -12,13 +12,20 @@ database. The API, the scheduler in it, the workers and rq on their behalf all s
 `connect` asks Redis once (PING), so a process with a wrong URL, a missing password or a
 certificate it cannot verify stops at start with an error naming GITFLEET_REDIS_URL, instead
 of failing on its first command. Messages show the URL through `redacted`, never its password.
+
+After the start, a Redis restart is an outage to ride out, not a reason to exit: commands fail
+with `TRANSIENT` errors while it lasts (the API answers 503, loops log one `Outage` warning
+and retry), and the pool reconnects once Redis answers again.
 """
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlsplit, urlunsplit
 
 from redis import AuthenticationError, Redis, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.errors import Fault, FleetError
 
@@ -77,3 +84,30 @@ def _why(url: str, error: RedisError) -> str:
     if "auth" in said.lower() and "@" not in urlsplit(url).netloc:
         return "it requires a password, and the URL gives none"
     return said
+
+
+TRANSIENT = (RedisConnectionError, RedisTimeoutError)  # a restart or failover: retry later
+
+
+class Outage:
+    """What a loop that reads Redis logs while Redis is away: one warning when it goes, one
+    line when it is back, rather than a traceback on every tick. The client reconnects by
+    itself (redis-py retries each command, then opens a new connection on the next one), so a
+    loop that catches `TRANSIENT` and calls `failed` needs no restart by hand."""
+
+    def __init__(self, log: logging.Logger, what: str) -> None:
+        self.log = log
+        self.what = what
+        self.down = False
+
+    def failed(self, error: Exception) -> None:
+        if not self.down:
+            self.down = True
+            self.log.warning(
+                "%s: Redis unreachable (%s); retrying until it is back", self.what, error
+            )
+
+    def ok(self) -> None:
+        if self.down:
+            self.down = False
+            self.log.warning("%s: Redis reachable again", self.what)

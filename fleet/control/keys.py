@@ -43,6 +43,8 @@ Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
     <p>:workers                                sorted set worker -> deadline (ms), live workers
     <p>:worker:<name>                          a live worker's metadata (JSON), with its TTL
     <p>:lease:<app@cluster>                    holder of an instance's lease, with its TTL
+    <p>:fence:<app@cluster>                    hash: its fencing `token` (a counter bumped at
+                                               each acquisition) and the lease's `until` (ms)
     <p>:pending                                set of instances with a pending sync
     <p>:pending:<app@cluster>                  hash: the instance's pending sync
     <p>:deferred, <p>:deferred-intents         sorted set instance -> due time, hash -> intent
@@ -154,6 +156,10 @@ class Keys:
 
     def lease(self, instance: str) -> str:
         return f"{self.p}:lease:{instance}"
+
+    def fence(self, instance: str) -> str:
+        """The fencing token and deadline of `instance`'s lease (`routing.leases`)."""
+        return f"{self.p}:fence:{instance}"
 
     def pending(self, instance: str) -> str:
         return f"{self.p}:pending:{instance}"

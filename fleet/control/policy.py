@@ -31,6 +31,7 @@ Pure: no Redis, no clock, no logging.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
@@ -180,12 +181,32 @@ def request_for(
     )
 
 
-def blocked_reason(app: AppRecord, trigger: Trigger, now: datetime) -> str:
-    """Why the app's sync windows block a `trigger` sync at `now`; "" when they do not. An
-    automated trigger needs the windows to allow automated syncs, any other manual ones."""
+@dataclass(frozen=True)
+class WindowBlock:
+    """What an app's sync windows say of one sync.
+
+    reason: why they block it; "" when they do not.
+    broken: they block it because a window cannot be evaluated as stored (the reason says
+        which), so the app's status should carry the reason until someone fixes the record.
+    """
+
+    reason: str
+    broken: bool
+
+
+def window_block(app: AppRecord, trigger: Trigger, now: datetime) -> WindowBlock:
+    """Whether the app's sync windows block a `trigger` sync at `now`. An automated trigger
+    needs the windows to allow automated syncs, any other manual ones."""
     verdict = evaluate(app.sync_policy.sync_windows, app.name, now)
     allowed = verdict.automated_allowed if trigger.automated else verdict.manual_allowed
-    return "" if allowed else verdict.reason
+    if allowed:
+        return WindowBlock("", broken=False)
+    return WindowBlock(verdict.reason, broken=verdict.broken)
+
+
+def blocked_reason(app: AppRecord, trigger: Trigger, now: datetime) -> str:
+    """Why the app's sync windows block a `trigger` sync at `now`; "" when they do not."""
+    return window_block(app, trigger, now).reason
 
 
 def _not_allowed(app: AppRecord, project: ProjectRecord) -> str:

@@ -38,7 +38,9 @@ from opentelemetry import propagate
 from redis.typing import EncodableT, FieldT
 
 from fleet.control.backoff import next_due
+from fleet.control.connection import TRANSIENT, Outage
 from fleet.control.keys import Keys
+from fleet.control.policy import window_block
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
@@ -46,7 +48,6 @@ from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.sharding import NoWorkers
-from fleet.control.windows import evaluate
 from fleet.errors import FleetError
 from fleet.model import Trigger
 from fleet.telemetry import spans as telemetry
@@ -138,17 +139,17 @@ class Scheduler:
         whatever goes wrong with this one record blocks this app only."""
         try:
             due = [c for c in targets if self._due(app, c, last, now)]
-            verdict = evaluate(app.sync_policy.sync_windows, app.name, _utc(now))
+            block = window_block(app, Trigger.INTERVAL, _utc(now))
         except Exception as e:  # one app's record must never stop the tick for the others
             log.exception("app=%s cannot be scheduled", app.name)
             reason = f"not scheduled: app {app.name} cannot be evaluated ({e}); fix it with PUT"
             self._note(app, targets, reason)
             return targets, reason
-        if not due or verdict.automated_allowed:
+        if not due or not block.reason:
             return due, ""
-        if verdict.broken:
-            self._note(app, due, verdict.reason)
-        return due, verdict.reason
+        if block.broken:
+            self._note(app, due, block.reason)
+        return due, block.reason
 
     def _note(self, app: AppRecord, clusters: list[str], message: str) -> None:
         """Make `message` the status message of each instance (written only when it changes,
@@ -222,10 +223,14 @@ class Scheduler:
 
     def _loop(self) -> None:
         pause = self.period
+        outage = Outage(log, "scheduler")
         while not self._stop.wait(pause):
             started = time.monotonic()
             try:
                 self.tick()
+                outage.ok()
+            except TRANSIENT as e:
+                outage.failed(e)
             except Exception:
                 log.exception("scheduler tick failed")
             pause = next_pause(self.period, time.monotonic() - started)

@@ -48,7 +48,10 @@ def parse_duration(text: str) -> timedelta:
     if not text.strip() or match is None:
         raise ValueError(f"duration: {text!r} is not a duration like '1h', '30m' or '1h30m'")
     hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    length = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        length = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"duration: {text!r} is longer than a duration can be") from None
     if length <= timedelta(0):
         raise ValueError(f"duration: {text!r} must be longer than zero")
     return length
@@ -67,8 +70,8 @@ def _check_schedule(schedule: str) -> None:
 def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as e:
-        raise ValueError(f"timezone: {name!r} is not a known IANA time zone") from e
+    except (ZoneInfoNotFoundError, ValueError, OSError) as e:  # OSError: a name too long, a folder
+        raise ValueError(f"timezone: {name[:100]!r} is not a known IANA time zone") from e
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fleet.engine.diff.compare import IgnoreRules
 from fleet.engine.limits import Limits
@@ -21,6 +21,23 @@ from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
 from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Action, Health, ObjectRef, SyncStatus, Trigger
+
+
+class SyncGuard(Protocol):
+    """The holder's lease, as the engine sees it (the worker passes its `HeldLease`; the engine
+    never imports Redis). `token` is the lease's fencing token, stamped into the inventory;
+    calling the guard before a step raises `fleet.errors.LeaseLost` when the lease is no longer
+    this sync's."""
+
+    @property
+    def token(self) -> int: ...
+
+    def __call__(self, step: str) -> None: ...
+
+    def advance(self, past: int) -> None:
+        """Take a token greater than `past` (found in the cluster while the guard passes: the
+        token counter was reset, e.g. a restored registry); LeaseLost when not current."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,19 @@ class SyncRequest:
     app_uid: str = ""
     project: str = ""
     adopt_legacy: bool = False
+    # The lease this sync holds (None: standalone, unfenced). Checked before each wave, before
+    # prune and before the record; its token fences the inventory write.
+    guard: SyncGuard | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def fence(self) -> int:
+        """The fencing token this sync writes with (0: unfenced)."""
+        return self.guard.token if self.guard is not None else 0
+
+    def check_lease(self, step: str) -> None:
+        """Raise `LeaseLost` before `step` when the lease is no longer this sync's."""
+        if self.guard is not None:
+            self.guard(step)
 
     @property
     def owner(self) -> Owner:

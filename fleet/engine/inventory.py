@@ -18,18 +18,24 @@ name, wave]`. That is about 60 bytes an object, so 10,000 objects take ~600 KB, 
 written. The ConfigMap is written with server-side apply (field manager `gitfleet-inventory`),
 so a save is one idempotent request, and it is labelled `gitfleet.io/inventory-of`, never with
 the app label, so the app can never prune its own inventory.
+
+Fencing: a sync that holds a lease (`SyncRequest.guard`) stamps its fencing token in data key
+`fence` and saves with the `resourceVersion` it read at the start of the sync (a create when
+there was none), so the API server itself refuses (409 Conflict) the write of a holder whose
+lease was taken over and whose successor wrote in between; a stored token greater than ours is
+refused before any request. Both raise `LeaseLost`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from fleet.engine.plan.tracking import Owner, validate_app_name
-from fleet.errors import KubeApiError, PruneError
+from fleet.errors import KubeApiError, LeaseLost, PruneError
 from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
 
@@ -41,7 +47,7 @@ INVENTORY_LABEL = "gitfleet.io/inventory-of"
 MAX_DATA_BYTES = 1024 * 1024
 STAMP_BYTES = 256  # room left for the `uid` and `project` keys and values
 
-UID_KEY, PROJECT_KEY = "uid", "project"
+UID_KEY, PROJECT_KEY, FENCE_KEY = "uid", "project", "fence"
 
 __all__ = ["Inventory", "InventoryEntry", "InventoryStore", "decode", "encode"]
 
@@ -62,6 +68,9 @@ class Inventory:
     entries: list[InventoryEntry]
     uid: str = ""
     project: str = ""
+    fence: int = 0  # the fencing token of the sync that wrote it (0: unfenced)
+    # The ConfigMap's, as read: the precondition of the next save (not part of its value).
+    resource_version: str = field(default="", compare=False)
 
     def belongs_to(self, owner: Owner, *, adopt_legacy: bool = False) -> bool:
         """Whether `owner` may use it: it carries the owner's uid, or it is a legacy inventory
@@ -135,12 +144,57 @@ class InventoryStore:
                 cluster=self.kube.name,
                 obj=str(ref),
             ) from e
-        return Inventory(entries, str(data.get(UID_KEY) or ""), str(data.get(PROJECT_KEY) or ""))
+        try:
+            fence = int(data.get(FENCE_KEY) or 0)
+        except ValueError:
+            fence = 0
+        version = str((live.get("metadata") or {}).get("resourceVersion") or "")
+        uid, project = str(data.get(UID_KEY) or ""), str(data.get(PROJECT_KEY) or "")
+        return Inventory(entries, uid, project, fence, version)
 
-    def save(self, owner: Owner, entries: Iterable[InventoryEntry]) -> None:
+    def check_fence(self, app: str, stored: Inventory | None, fence: int) -> None:
+        """Refuse to go on when the stored inventory was written with a newer fencing token."""
+        if fence and stored is not None and stored.fence > fence:
+            raise LeaseLost(
+                f"the inventory of {app} was written with fencing token {stored.fence}, newer "
+                f"than this sync's {fence}: another worker synced it since; nothing written",
+                cluster=self.kube.name,
+                obj=str(self.ref(app)),
+            )
+
+    def save(
+        self,
+        owner: Owner,
+        entries: Iterable[InventoryEntry],
+        *,
+        fence: int = 0,
+        stored: Inventory | None = None,
+    ) -> None:
         """Replace the inventory of `owner`'s app with `entries`, stamped with its uid and
-        project, creating the namespace if it does not exist yet."""
-        configmap = self._configmap(owner, encode(entries))
+        project, creating the namespace if it does not exist yet. With `fence` (a fenced sync),
+        stamp it and write only over `stored` (what the sync read): LeaseLost otherwise."""
+        configmap = self._configmap(owner, encode(entries), fence)
+        if not fence:
+            self._apply(configmap)
+            return
+        self.check_fence(owner.app, stored, fence)
+        try:
+            if stored is None or not stored.resource_version:
+                self._create(configmap)
+            else:
+                configmap["metadata"]["resourceVersion"] = stored.resource_version
+                self.kube.apply(configmap, manager=FIELD_MANAGER)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+            raise LeaseLost(
+                f"the inventory of {owner.app} changed since this sync read it (409 "
+                f"{e.reason or 'Conflict'}): another worker synced it; nothing written",
+                cluster=self.kube.name,
+                obj=str(self.ref(owner.app)),
+            ) from e
+
+    def _apply(self, configmap: Manifest) -> None:
         try:
             self.kube.apply(configmap, manager=FIELD_MANAGER)
         except KubeApiError as e:
@@ -149,18 +203,29 @@ class InventoryStore:
             self._create_namespace()
             self.kube.apply(configmap, manager=FIELD_MANAGER)
 
+    def _create(self, configmap: Manifest) -> None:
+        """POST: 409 AlreadyExists when another sync created it first."""
+        try:
+            self.kube.create(configmap, manager=FIELD_MANAGER)
+        except KubeApiError as e:
+            if e.status != 404:
+                raise
+            self._create_namespace()
+            self.kube.create(configmap, manager=FIELD_MANAGER)
+
     def delete(self, app: str) -> bool:
         """Remove `app`'s inventory; False when there was none."""
         return self.kube.delete(self.ref(app))
 
-    def _configmap(self, owner: Owner, text: str) -> Manifest:
+    def _configmap(self, owner: Owner, text: str, fence: int = 0) -> Manifest:
         ref = self.ref(owner.app)
         labels = {INVENTORY_LABEL: owner.app, "app.kubernetes.io/managed-by": "gitfleet"}
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": ref.name, "namespace": ref.namespace, "labels": labels},
-            "data": {DATA_KEY: text, UID_KEY: owner.uid, PROJECT_KEY: owner.project},
+            "data": {DATA_KEY: text, UID_KEY: owner.uid, PROJECT_KEY: owner.project}
+            | ({FENCE_KEY: str(fence)} if fence else {}),
         }
 
     def _create_namespace(self) -> None:

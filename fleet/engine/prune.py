@@ -394,8 +394,10 @@ def execute(
     timeout: float,
     on_progress: Progress | None = None,
     boundaries: Boundaries = UNBOUNDED,
+    guard: Callable[[str], None] | None = None,
 ) -> list[PruneOutcome]:
-    """Delete the plan's objects batch by batch (see the module docstring).
+    """Delete the plan's objects batch by batch (see the module docstring); `guard` (the
+    sync's lease check) runs before each batch and raises LeaseLost to stop before deleting.
 
     Returns one outcome per object, all pruned. Raises OutsideProject, deleting nothing, when
     an object lies outside `boundaries`; PruneIncomplete (carrying every outcome) when an
@@ -407,6 +409,8 @@ def execute(
     batches = prune_order(run.waves.items())
     with run.pool:
         for index, refs in enumerate(batches):
+            if guard is not None:
+                guard(f"prune batch {index + 1} of {len(batches)}")
             problems = run.batch(refs)
             if problems:
                 run.skip(ref for later in batches[index + 1 :] for ref in later)

@@ -238,6 +238,7 @@ def _stages(
         span.set_attribute("gitfleet.waves", len(plan.waves))
     inventory_store = InventoryStore(clients.own)
     stored = inventory_store.read(req.app)
+    _check_fence(req, inventory_store, stored)
     inventory = _own_inventory(req, stored)
     ownership = _ownership(req, plan, stored, inventory)
     _guard_empty(req, objects, inventory)
@@ -254,16 +255,20 @@ def _stages(
         return decisions
     # 5. apply: wave by wave, each waiting for health before the next
     with _stage(ledger, "apply") as span:
-        waves = WaveRunner(kube, applier, decisions, ownership=ownership, progress=progress)
+        waves = WaveRunner(
+            kube, applier, decisions, ownership=ownership, progress=progress, guard=req.check_lease
+        )
         ledger.add(waves.run(plan, deadline=deadline, create_namespace=diffed.create_namespace))
         span.set_attribute("gitfleet.writes", applier.writes)
     # 6. prune: what this app owned before and no longer declares
     with _stage(ledger, "prune", enabled=req.prune) as span:
+        req.check_lease("prune")
         pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
         ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=progress))
         span.set_attribute("gitfleet.pruned", len(pruning.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
     with _stage(ledger, "record"):
+        req.check_lease("record")
         ledger.add(_record(req, inventory_store, plan, stored, pruning))
     return decisions
 
@@ -296,6 +301,17 @@ def _prepare(
         revision=revision,
         boundaries=req.boundaries,
     )
+
+
+def _check_fence(req: SyncRequest, store: InventoryStore, stored: Inventory | None) -> None:
+    """A stored token newer than ours: a stale holder stops here (its guard fails); a current
+    one finds the token counter was reset (a registry restored into an empty Redis) and takes a
+    token past the stored one, so the API server's precondition and the check still hold."""
+    if req.guard is None or stored is None or stored.fence <= req.fence:
+        return
+    req.check_lease("the inventory check")
+    req.guard.advance(stored.fence)
+    store.check_fence(req.app, stored, req.fence)
 
 
 def _own_inventory(req: SyncRequest, stored: Inventory | None) -> list[InventoryEntry] | None:
@@ -408,6 +424,7 @@ def _prune(
         timeout=max(deadline - time.monotonic(), 1.0),
         on_progress=progress,
         boundaries=req.boundaries,
+        guard=req.check_lease,
     )
     pruned = tuple(
         ResourceResult(o.ref, o.wave, Action.PRUNED, Health.MISSING, o.message) for o in outcomes
@@ -439,9 +456,10 @@ def _record(
         entries.update({ref: wave for ref, wave in pruning.delete})
     new = sorted((InventoryEntry(ref, wave) for ref, wave in entries.items()), key=_entry_key)
     old = sorted(stored.entries if stored else [], key=_entry_key)
-    if new == old and (stored is None or stored.written_by(req.owner)):
+    fenced = stored is None or stored.fence == req.fence
+    if new == old and fenced and (stored is None or stored.written_by(req.owner)):
         return StageReport()
-    store.save(req.owner, new)
+    store.save(req.owner, new, fence=req.fence, stored=stored)
     return StageReport(writes=1)
 
 

@@ -28,7 +28,7 @@ from fleet.engine.health.wait import assess_live, wait_healthy
 from fleet.engine.plan.order import Phase, Step, SyncPlan, Wave
 from fleet.engine.plan.tracking import Ownership
 from fleet.engine.report import StageReport
-from fleet.errors import ApplyError, FleetError, OwnershipConflict
+from fleet.errors import ApplyError, FleetError, LeaseLost, OwnershipConflict
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef
 from fleet.telemetry import spans as telemetry
@@ -47,8 +47,10 @@ class WaveRunner:
         *,
         ownership: Ownership,
         progress: Progress | None = None,
+        guard: Callable[[str], None] | None = None,
     ) -> None:
         self.kube = kube
+        self.guard = guard  # raises LeaseLost before a wave once the sync's lease is lost
         self.applier = applier
         self.decisions = decisions
         self.ownership = ownership
@@ -75,10 +77,23 @@ class WaveRunner:
     def _run_waves(self, plan: SyncPlan, *, deadline: float) -> None:
         try:
             for wave in plan.waves:
+                self._check(f"{wave.phase} wave {wave.number}")
                 self._run_wave(wave, deadline=deadline)
+        except LeaseLost:
+            raise  # not ours any more: no SyncFail hooks either
         except FleetError:
             self._run_sync_fail(plan.sync_fail, deadline=deadline)
             raise
+
+    def _check(self, step: str) -> None:
+        if self.guard is not None:
+            self.guard(step)
+
+    def _polled(self, line: str) -> None:
+        """Each poll of a health wait: stop at once if the lease was lost meanwhile."""
+        self._check("a health wait")
+        if self.progress is not None:
+            self.progress(line)
 
     def _create_namespace(self, name: str) -> None:
         if name:
@@ -89,6 +104,7 @@ class WaveRunner:
         with telemetry.stage("wave", phase=str(wave.phase), wave=wave.number) as span:
             for tier in wave.tiers:
                 self._wait_for(tier, deadline=deadline, what=label)
+                self._check(label)
                 self._apply_tier(tier, deadline=deadline)
             span.set_attribute("gitfleet.objects", len(wave.steps))
             self._settle(wave.steps, deadline=deadline, what=label)
@@ -102,7 +118,7 @@ class WaveRunner:
                 gates,
                 deadline=deadline,
                 known=self.live,
-                progress=self.progress,
+                progress=self._polled,
                 what=what,
             )
             self.kube.forget_discovery()
@@ -183,9 +199,11 @@ class WaveRunner:
                 refs,
                 deadline=deadline,
                 known=self.live,
-                progress=self.progress,
+                progress=self._polled,
                 what=what,
             )
+        except LeaseLost:
+            raise
         except FleetError:
             self._cleanup_hooks(steps, succeeded=False)
             self._refresh_health(refs)

@@ -1,4 +1,4 @@
-"""The cluster edge: the only package that speaks HTTP to a Kubernetes API server.
+"""The cluster edge: the library's only package that speaks HTTP to a Kubernetes API server.
 
 - `client`: `Kube`, requests to one API server (discovery, get, list, apply, delete).
 - `watch`: list then stream one kind, keeping a compact cache of what it saw.

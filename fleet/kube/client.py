@@ -205,11 +205,13 @@ class KubeClient:
         )
         return result
 
-    def create(self, obj: Manifest) -> Manifest:
+    def create(self, obj: Manifest, *, manager: str = "") -> Manifest:
+        """POST `obj`: 409 AlreadyExists when it exists (a create that must not overwrite)."""
         ref = ObjectRef.of(obj)
         resource = self.resource_for(ref.api_version, ref.kind)
         path = resource.path(ref.namespace if resource.namespaced else "")
-        result: Manifest = self.request("POST", path, body=obj, obj=str(ref))
+        params = {"fieldManager": manager} if manager else None
+        result: Manifest = self.request("POST", path, body=obj, params=params, obj=str(ref))
         return result
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:

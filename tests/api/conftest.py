@@ -33,7 +33,7 @@ _databases = itertools.cycle(range(1, 16))
 
 
 @dataclass(frozen=True)
-class JobRef:
+class RecordedJob:
     job_id: str
     queue: str
     merged: bool = False
@@ -45,7 +45,7 @@ class RecordingDispatcher:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     results: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    waited: list[tuple[JobRef, float]] = field(default_factory=list)
+    waited: list[tuple[RecordedJob, float]] = field(default_factory=list)
 
     def request_sync(
         self,
@@ -56,12 +56,14 @@ class RecordingDispatcher:
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
-    ) -> JobRef:
+    ) -> RecordedJob:
         call = dict(app=app, cluster=cluster, trigger=trigger, revision=revision, dry_run=dry_run)
         self.calls.append({**call, "carrier": dict(carrier or {})})
-        return JobRef(f"job-{len(self.calls)}", Queues().shard(cluster))  # a worker per cluster
+        return RecordedJob(
+            f"job-{len(self.calls)}", Queues().shard(cluster)
+        )  # a worker per cluster
 
-    def wait(self, job: JobRef, timeout: float) -> dict[str, Any] | None:
+    def wait(self, job: RecordedJob, timeout: float) -> dict[str, Any] | None:
         self.waited.append((job, timeout))
         call = self.calls[int(job.job_id.removeprefix("job-")) - 1]
         return self.results.get((call["app"], call["cluster"]))

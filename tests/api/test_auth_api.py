@@ -39,7 +39,8 @@ def test_requests_without_a_valid_token_get_401_and_the_probes_stay_open(api: Ap
     assert bare.get("/api/v1/apps", headers=api.as_("gf_wrong")).status_code == 401
     assert bare.get("/api/v1/apps", headers={"Authorization": "Basic eDp5"}).status_code == 401
     assert bare.get("/healthz").status_code == 200
-    assert bare.get("/readyz").json() == {"status": "ok", "redis": "ok"}
+    ready = bare.get("/readyz").json()  # an empty registry adds a warning (test_registry_api)
+    assert (ready["status"], ready["redis"]) == ("ok", "ok")
     assert bare.get("/metrics").status_code == 200
 
 

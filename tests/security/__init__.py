@@ -1,0 +1,1 @@
+"""The threat model's checks (SECURITY.md): tenants, credentials, repositories, Redis."""

@@ -37,10 +37,11 @@ from schemathesis.python.asgi import ASGIClient
 from api.app import create_app
 from api.deps import get_dispatcher
 from api.settings import Settings
+from fleet.control.keys import Keys
 from tests.api.conftest import (
     ADMIN_TOKEN,
     WEBHOOK_SECRET,
-    JobRef,
+    RecordedJob,
     RecordingDispatcher,
     fake_kubeconfig,
     settings_for,
@@ -94,7 +95,7 @@ HINTS: dict[str, list[Any]] = {
 class AnsweringDispatcher(RecordingDispatcher):
     """Records requests like the API tests' stand-in and answers every diff with no change."""
 
-    def wait(self, job: JobRef, timeout: float) -> dict[str, Any] | None:
+    def wait(self, job: RecordedJob, timeout: float) -> dict[str, Any] | None:
         change = {"version": "v1", "kind": "ConfigMap", "namespace": "team-a", "name": "settings"}
         return {"revision": "0" * 40, "resources": [{**change, "action": "configured"}]}
 
@@ -167,7 +168,7 @@ def fuzzed(redis_server: RedisServer) -> Iterator[Fuzzed]:
         tokens = _seed(client)
         yield Fuzzed(app, ASGIClient(app), tokens)
         store = app.state.store
-        for key in store.redis.scan_iter(f"{prefix}*"):
+        for key in store.redis.scan_iter(Keys(prefix).pattern):
             store.redis.delete(key)
 
 

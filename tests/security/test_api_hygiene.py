@@ -35,6 +35,7 @@ from redis import Redis
 from api.app import create_app
 from api.deps import get_dispatcher
 from deploy.testbed.process import free_port
+from fleet.control.keys import Keys
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import (
     AppDestination,
@@ -91,7 +92,7 @@ def _app(redis_server: RedisServer, **overrides: Any) -> tuple[Any, RecordingDis
 
 def _forget(redis_server: RedisServer, prefix: str) -> None:
     redis = Redis.from_url(redis_server.url)
-    for key in redis.scan_iter(f"{prefix}:*"):
+    for key in redis.scan_iter(Keys(prefix).pattern):
         redis.delete(key)
     redis.close()
 
@@ -287,13 +288,6 @@ def _stored_app(store: Store, name: str, cluster: str, *windows: SyncWindow) -> 
     source = AppSource(repo=REPO, revision="main")
     record = AppRecord(name, source, AppDestination(namespace=name, cluster=cluster))
     store.put_app(replace(record, sync_policy=policy), create=True)
-
-
-@pytest.fixture
-def registry(redis_server: RedisServer, tmp_path: Path) -> Iterator[FleetEnv]:
-    env = FleetEnv(redis_server.url, tmp_path)
-    yield env
-    env.close()
 
 
 def test_a_stored_window_that_never_opens_blocks_only_its_own_app_in_the_scheduler(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,7 +41,6 @@ from fleet.model import ObjectRef
 from tests.conftest import Cluster
 from tests.support import manifests as m
 from tests.support.fleet import FleetEnv, wait_until
-from tests.support.redis_server import RedisServer
 
 ADMIN = "gf_admin-token-for-impersonation-tests"
 GIT_HOST = "127.0.0.1"  # the test git server speaks plain http
@@ -96,14 +94,6 @@ class Tenancy:
     def delete(self) -> None:
         for name in (self.a, self.b):
             self.kube.delete(ObjectRef("", "v1", "Namespace", "", name))
-
-
-@pytest.fixture
-def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> Iterator[FleetEnv]:
-    env = FleetEnv(redis_server.url, tmp_path)
-    env.add_clusters(testbed)
-    yield env
-    env.close()
 
 
 @pytest.fixture

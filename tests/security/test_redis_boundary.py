@@ -69,10 +69,9 @@ class _Plant:
 
 
 @pytest.fixture
-def env(redis_server: RedisServer, tmp_path: Path) -> Iterator[FleetEnv]:
-    fleet = FleetEnv(redis_server.url, tmp_path)
-    yield fleet
-    fleet.close()
+def env(registry: FleetEnv) -> FleetEnv:
+    """The shared `registry` fixture (a fleet without clusters) under this file's name."""
+    return registry
 
 
 def _plant(env: FleetEnv, queue: str, func: str, *args: Any, **kwargs: Any) -> str:

@@ -50,12 +50,10 @@ from fleet.engine.source.entries import check_name, points_outside
 from fleet.errors import RenderError, SourceError
 from fleet.kube.client import KubeClient
 from fleet.model import ObjectRef, Trigger
-from tests.conftest import Cluster
 from tests.support import manifests as m
 from tests.support.fleet import FleetEnv, wait_until
 from tests.support.gitrepo import AUTHOR, GitRepo
 from tests.support.gitserver import GitHttpServer
-from tests.support.redis_server import RedisServer
 
 ADMIN = "gf_admin-token-for-repo-content-tests"
 GIT_HOST = "127.0.0.1"
@@ -691,14 +689,6 @@ def test_a_git_server_that_never_answers_is_given_up_after_the_fetch_timeout(
 
 
 # -- 6. through the fleet: a member's app, a worker, the status and history records ------------
-
-
-@pytest.fixture
-def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> Iterator[FleetEnv]:
-    env = FleetEnv(redis_server.url, tmp_path)
-    env.add_clusters(testbed)
-    yield env
-    env.close()
 
 
 @pytest.fixture

@@ -162,7 +162,7 @@ def test_changing_the_url_drops_the_credentials_and_the_worker_sends_none_to_the
     assert env.listener.requests, "the worker asked the new URL"
     assert env.listener.authorizations == []
     assert second.error == (
-        f"authentication required for {collector}: give the repository's credentials"
+        f"authentication required for {collector} (HTTP 401): give the repository's credentials"
     )
     assert PASSWORD not in moved.text + second.error
 

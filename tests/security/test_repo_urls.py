@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import get_dispatcher
+from fleet.control.keys import Keys
 from fleet.control.registry.records import (
     AppDestination,
     AppRecord,
@@ -106,7 +107,7 @@ def api(redis_server: RedisServer) -> Iterator[Api]:
         token = client.post("/api/v1/tokens", json=body).json()["token"]
         yield Api(client, {"Authorization": f"Bearer {token}"})
         store = app.state.store
-        for key in store.redis.scan_iter(f"{prefix}:*"):
+        for key in store.redis.scan_iter(Keys(prefix).pattern):
             store.redis.delete(key)
 
 
@@ -198,6 +199,7 @@ stringData:
 
 @pytest.fixture
 def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> Iterator[FleetEnv]:
+    """The shared `fleet` (tests/conftest.py) with one cluster: a refused record needs no more."""
     env = FleetEnv(redis_server.url, tmp_path)
     env.add_clusters(testbed[:1])
     yield env

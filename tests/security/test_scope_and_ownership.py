@@ -48,7 +48,6 @@ from tests.conftest import Cluster
 from tests.support import manifests as m
 from tests.support.fleet import FleetEnv, wait_until
 from tests.support.gitrepo import GitRepo
-from tests.support.redis_server import RedisServer
 
 ADMIN = "gf_admin-token-for-scope-and-ownership-tests"
 GIT_HOST = "127.0.0.1"  # the test git server speaks plain http
@@ -196,15 +195,6 @@ class Api:
         record = self.fleet.store.log.history(app, self.tenants.cluster)[0]
         assert isinstance(record, SyncRecord), record
         return record
-
-
-@pytest.fixture
-def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> Iterator[FleetEnv]:
-    """The real fleet (as `tests/integration/conftest.py` builds it) on the session's testbed."""
-    env = FleetEnv(redis_server.url, tmp_path)
-    env.add_clusters(testbed)
-    yield env
-    env.close()
 
 
 @pytest.fixture

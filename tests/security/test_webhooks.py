@@ -32,6 +32,7 @@ from redis import Redis
 from api.app import create_app
 from api.deps import get_dispatcher
 from api.settings import Settings
+from fleet.control.keys import Keys
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.model import ObjectRef
 from tests.api.conftest import (
@@ -86,18 +87,6 @@ def delivery_headers(
 
 
 # -- the real thing: what a signed push deploys -------------------------------------------------
-
-
-@pytest.fixture
-def fleet(
-    redis_server: RedisServer,
-    testbed: list[Any],
-    tmp_path: Path,
-) -> Iterator[FleetEnv]:
-    env = FleetEnv(redis_server.url, tmp_path)
-    env.add_clusters(testbed)
-    yield env
-    env.close()
 
 
 @pytest.fixture
@@ -232,7 +221,7 @@ def api(redis_server: RedisServer) -> Iterator[Api]:
     app.dependency_overrides[get_dispatcher] = lambda: dispatcher
     with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
         yield Api(client, dispatcher, app.state.store.redis, prefix)
-    for key in app.state.store.redis.scan_iter(f"{prefix}:*"):
+    for key in app.state.store.redis.scan_iter(Keys(prefix).pattern):
         app.state.store.redis.delete(key)
 
 

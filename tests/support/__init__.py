@@ -1,0 +1,1 @@
+"""Plain helpers the tests share (git repos, servers, polling); fixtures live in conftest."""

@@ -2,6 +2,9 @@
 
 `password` makes the server require AUTH (the URL then carries it); `tls` serves TLS only, on
 the same port (the URL is then `rediss://` with the CA to verify the server against).
+The server keeps its data in `folder` with append-only persistence (`deploy.redis`), as
+production must: `kill()` then `start()` restarts it on the same port and data, as a crash
+and a restart by its supervisor would.
 """
 
 from __future__ import annotations
@@ -32,16 +35,22 @@ class RedisServer:
         self, folder: Path, *, password: str | None = None, tls: TlsFiles | None = None
     ) -> None:
         self.port = free_port()
+        self.folder = folder
         self.password = password
         self.tls = tls
         self.url = self.url_for(password=password)
+        self.start()
+
+    def start(self) -> None:
+        """Start redis-server on this port and data folder, and wait until it answers."""
+        folder, password, tls = self.folder, self.password, self.tls
         cmd = redis_command(self.port, folder, password=password)
         if tls is not None:
             cmd += ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
             cmd += ["--tls-cert-file", str(tls.cert), "--tls-key-file", str(tls.key)]
             cmd += ["--tls-ca-cert-file", str(tls.ca)]
         self.proc = subprocess.Popen(
-            cmd, stdout=(folder / "redis.log").open("wb"), stderr=subprocess.STDOUT
+            cmd, stdout=(folder / "redis.log").open("ab"), stderr=subprocess.STDOUT
         )
         self._wait()
 
@@ -66,6 +75,11 @@ class RedisServer:
             except redis.ConnectionError:
                 time.sleep(0.05)
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no shutdown save, only what the AOF already holds survives."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
     def stop(self) -> None:
         self.proc.terminate()

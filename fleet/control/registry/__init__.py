@@ -9,6 +9,8 @@
 - `syncrecords`: what a sync leaves: each instance's status and its sync history, typed; and
   the last operation requested through the API, and a preview's answer.
 - `status`: storing those records, the last API operation, and the counters /metrics reads.
+- `backup`: the whole registry as one versioned JSON document, secrets still encrypted, and its
+  restore (`gitfleet registry export|import`).
 - `transact`: the generation-guarded transaction every registry write goes through.
 - `errors`: what a read or write refuses (`NotFound`, `AlreadyExists`, `InUse`, ...).
 

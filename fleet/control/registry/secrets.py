@@ -53,6 +53,11 @@ def key_from(text: str) -> bytes:
     return base64.urlsafe_b64encode(hashlib.sha256(raw).digest())
 
 
+def key_id(key: bytes) -> str:
+    """A short public id of a Fernet key (a digest, from which the key cannot be recovered)."""
+    return hashlib.sha256(b"gitfleet-key-id:" + key).hexdigest()[:12]
+
+
 def require_key(setting: str | None, *, insecure_dev: bool) -> None:
     """Refuse to go on without a key setting, unless `insecure_dev` allows the stored key."""
     if (setting and setting.strip()) or insecure_dev:
@@ -72,7 +77,8 @@ class SecretBox:
     def __init__(self, keys: list[bytes]) -> None:
         if not keys:
             raise ValueError("keys: give at least one key")
-        self._fernet = MultiFernet([Fernet(k) for k in keys])
+        self._fernets = [(key_id(k), Fernet(k)) for k in keys]
+        self._fernet = MultiFernet([f for _, f in self._fernets])
 
     @classmethod
     def from_setting(cls, setting: str) -> SecretBox:
@@ -123,6 +129,21 @@ class SecretBox:
                 "a stored credential cannot be decrypted: GITFLEET_SECRET_KEY differs from the "
                 "key it was encrypted with (keep the old key in the list while rotating)"
             ) from e
+
+    def key_ids(self) -> tuple[str, ...]:
+        """The ids of this box's keys, the encrypting one first."""
+        return tuple(kid for kid, _ in self._fernets)
+
+    def key_id_of(self, token: bytes) -> str:
+        """The id of the key that signed `token` ("" for none of ours): checks the HMAC only,
+        never decrypts, so a backup can name the key of each secret it carries."""
+        for kid, fernet in self._fernets:
+            try:
+                fernet.extract_timestamp(token)
+            except InvalidToken:
+                continue
+            return kid
+        return ""
 
     def rotate(self, token: bytes) -> bytes:
         """Re-encrypt `token` with the newest key."""

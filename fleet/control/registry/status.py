@@ -40,8 +40,14 @@ class SyncLog:
 
     def set_status(self, app: str, cluster: str, status: InstanceStatus) -> None:
         """The current state of one instance, as the worker sees it, stamped `updated` now."""
+        self.stage_status(self.redis, app, cluster, status)
+
+    def stage_status(
+        self, pipe: Redis | Pipeline, app: str, cluster: str, status: InstanceStatus
+    ) -> None:
+        """`set_status` as commands on `pipe` (a caller's MULTI/EXEC, e.g. a fenced write)."""
         stamped = replace(status, updated=datetime.fromisoformat(now()))
-        self.redis.hset(self.keys.status(app), cluster, STATUS.dump_json(stamped))
+        pipe.hset(self.keys.status(app), cluster, STATUS.dump_json(stamped))
 
     def get_status(self, app: str, cluster: str) -> InstanceStatus | None:
         raw = self.redis.hget(self.keys.status(app), cluster)
@@ -62,12 +68,23 @@ class SyncLog:
         self, app: str, cluster: str, record: SyncRecord | SkipRecord, keep: int = 50
     ) -> None:
         """Keep a sync record (newest first, at most `keep`) and count it for the metrics."""
-        key = self.keys.history(app, cluster)
         pipe = self.redis.pipeline(transaction=True)
+        self.stage_history(pipe, app, cluster, record, keep)
+        pipe.execute()
+
+    def stage_history(
+        self,
+        pipe: Pipeline,
+        app: str,
+        cluster: str,
+        record: SyncRecord | SkipRecord,
+        keep: int = 50,
+    ) -> None:
+        """`add_history` as commands on `pipe`, a MULTI/EXEC the caller executes."""
+        key = self.keys.history(app, cluster)
         pipe.lpush(key, HISTORY.dump_json(record))
         pipe.ltrim(key, 0, keep - 1)
         self._count(pipe, record)
-        pipe.execute()
 
     def history(self, app: str, cluster: str, limit: int = 50) -> list[SyncRecord | SkipRecord]:
         key = self.keys.history(app, cluster)

@@ -58,6 +58,9 @@ class JobRef:
     merged: bool
 
 
+RECOVERY_MARGIN = 2.0  # seconds past a dead holder's lease deadline before its sync moves
+
+
 class Dispatcher:
     def __init__(
         self, redis: Redis, *, prefix: str = "gitfleet", job_timeout: int = JOB_TIMEOUT
@@ -68,7 +71,8 @@ class Dispatcher:
         self.owners = OwnerMap(redis, prefix=prefix)
         self.pending = PendingSyncs(redis, prefix=prefix)
         self.queues = Queues(prefix)
-        self.leases = Lease(redis, Keys(prefix).lease)
+        keys = Keys(prefix)
+        self.leases = Lease(redis, keys.lease, keys.fence)
 
     # -- naming -------------------------------------------------------------------------------
 
@@ -215,32 +219,68 @@ class Dispatcher:
                 raise
         return refs
 
+    def hand_back(self, instance: str, job_id: str) -> bool:
+        """Give back the sync `job_id` this worker claimed but will not finish (it is shutting
+        down): queue it again for the instance's owner, as `recover` does for a dead worker's,
+        without waiting for its lease to expire. False when the sync is no longer this job's,
+        or no worker is live (then `recover` moves it once one is)."""
+        current = self.pending.get(instance)
+        if current is None or current.job_id != job_id or current.state != "running":
+            return False
+
+        def drop(pipe: Pipeline, old: Pending) -> None:  # the running job stays rq's to end
+            pipe.lrem(payloads.queue(old.queue, self.redis).key, 0, old.job_id)
+
+        try:
+            queue = self.queue_for(instance)
+        except NoWorkers:
+            return False
+        moved = self.pending.requeue(
+            instance,
+            current,
+            queue=queue,
+            new_id=self.new_job_id("sync", instance),
+            enqueue=self._enqueue_sync(instance),
+            drop=drop,
+        )
+        return moved is not None
+
     # -- recovery (the coordinator's scheduler) -----------------------------------------------
 
-    def recover(self, now: float, *, grace: float = 10.0) -> list[str]:
+    def recover(
+        self, now: float, *, grace: float = 10.0, margin: float = RECOVERY_MARGIN
+    ) -> list[str]:
         """Move pending syncs stranded by dead workers; return the instances moved.
 
         Queued in the queue of a worker that is no longer live (or whose job vanished): moved
-        to the current owner. Running, with the instance's lease free for `grace` seconds past
-        the claim: its worker died mid-sync (the lease expired), so it runs again on the owner.
+        to the current owner. Running, claimed more than `grace` seconds ago, with the
+        instance's lease expired at least `margin` seconds past its last deadline (Redis
+        clock): its worker died or froze mid-sync, so it runs again on the owner. The margin
+        lets a frozen holder that wakes up see its lease lost (its guard) before a new holder
+        starts; its writes are fenced anyway (`routing.leases`).
         """
         live = set(self.owners.live())
         moved = []
         for instance in self.pending.instances():
             current = self.pending.get(instance)
-            stranded = current is not None and self._stranded(instance, current, live, now, grace)
+            stranded = current is not None and self._stranded(
+                instance, current, live, now, grace, margin
+            )
             if stranded and current is not None and self._move(instance, current):
                 moved.append(instance)
         return moved
 
     def _stranded(
-        self, instance: str, p: Pending, live: set[str], now: float, grace: float
+        self, instance: str, p: Pending, live: set[str], now: float, grace: float, margin: float
     ) -> bool:
         if p.state == "queued":
             dead = self.worker_of(p.queue) not in live
             return dead or not Job.exists(p.job_id, connection=self.redis)
         if p.state == "running":
-            return now - p.started > grace and self.leases.holder(instance) is None
+            if now - p.started <= grace:
+                return False
+            expired = self.leases.expired_for(instance)
+            return expired is not None and expired >= margin
         return False
 
     def _move(self, instance: str, stranded: Pending) -> bool:

@@ -15,19 +15,31 @@ finds it taken and backs off.
   leaving the block raises `LeaseLost`, so the loss is never silent. A Redis error during a
   renewal is retried on the next tick for as long as the lease can still be valid.
 
+Fencing (instance leases, `fence_of` given): each acquisition increments a per-instance counter
+(`Keys.fence`, a hash: `token`, and `until`, the lease's deadline in Redis milliseconds) in the
+same script that takes the lease, so every holder has a token greater than every earlier one.
+Renewal and `current` succeed only while the lease names the holder *and* the counter still
+equals its token. The worker hands the engine `HeldLease.guard`, which the engine calls before
+each wave, before prune and before its record; the token itself is written into the in-cluster
+inventory (compared by the API server through `resourceVersion`) and checked in the same
+MULTI/EXEC as the status write (`HeldLease.fenced`), so a holder that was paused past its
+deadline cannot write after a newer one did. Recovery waits `expired_for` past the deadline.
+
 The sync pipeline never imports this module; the worker wraps a sync in `held`.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from redis import Redis, RedisError
+from redis import Redis, RedisError, WatchError
+from redis.client import Pipeline
 
-from fleet.errors import FleetError
+from fleet.errors import FleetError, LeaseLost
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -43,16 +55,67 @@ end
 return 0
 """
 
+# Fenced leases: KEYS[1] the lease, KEYS[2] the fence hash; ARGV holder, ttl ms[, token].
+_NOW_MS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+_ACQUIRE_FENCED = (
+    _NOW_MS
+    + """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
+redis.call('HSET', KEYS[2], 'until', now + tonumber(ARGV[2]))
+return token
+"""
+)
+
+_RENEW_FENCED = (
+    _NOW_MS
+    + """
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HGET', KEYS[2], 'token') == ARGV[3] then
+  redis.call('HSET', KEYS[2], 'until', now + tonumber(ARGV[2]))
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+)
+
+_CURRENT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HGET', KEYS[2], 'token') == ARGV[2] then
+  return 1
+end
+return 0
+"""
+
+_ADVANCE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HGET', KEYS[2], 'token') == ARGV[2] then
+  redis.call('HSET', KEYS[2], 'token', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+_EXPIRED_FOR = (
+    _NOW_MS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return -1
+end
+local deadline = redis.call('HGET', KEYS[2], 'until')
+if not deadline then
+  return -2
+end
+return now - tonumber(deadline)
+"""
+)
+
 
 class LeaseBusy(FleetError):
     """Another holder has the application's lease; retry after it finishes."""
-
-    stage = "lease"
-    retryable = True
-
-
-class LeaseLost(FleetError):
-    """The lease expired or was taken while we held it; another sync may have run alongside."""
 
     stage = "lease"
     retryable = True
@@ -66,24 +129,76 @@ def _millis(ttl: float) -> int:
 
 class Lease:
     """Leases by name, each stored under the key `key_of(name)` gives: `Keys.lease` for
-    application instances, `Keys.scheduler_lease` for the scheduler's lock."""
+    application instances (fenced: `fence_of` is `Keys.fence`), `Keys.scheduler_lease` for the
+    scheduler's lock (unfenced, token 0)."""
 
-    def __init__(self, redis: Redis, key_of: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        key_of: Callable[[str], str],
+        fence_of: Callable[[str], str] | None = None,
+    ) -> None:
         self.redis = redis
         self.key_of = key_of
+        self.fence_of = fence_of
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
+        self._acquire_fenced = redis.register_script(_ACQUIRE_FENCED)
+        self._renew_fenced = redis.register_script(_RENEW_FENCED)
+        self._current = redis.register_script(_CURRENT)
+        self._expired_for = redis.register_script(_EXPIRED_FOR)
+        self._advance = redis.register_script(_ADVANCE)
 
     def key(self, app: str) -> str:
         return self.key_of(app)
 
+    def take(self, app: str, holder: str, ttl: float) -> int | None:
+        """Take the lease for `ttl` seconds if nobody holds it: its fencing token (0 when the
+        lease is unfenced), or None when someone else holds it."""
+        if self.fence_of is None:
+            return 0 if self.acquire(app, holder, ttl) else None
+        keys = [self.key(app), self.fence_of(app)]
+        token = int(self._acquire_fenced(keys=keys, args=[holder, _millis(ttl)]))
+        return token or None
+
     def acquire(self, app: str, holder: str, ttl: float) -> bool:
-        """Take the lease for `ttl` seconds if nobody holds it."""
+        """Take the lease for `ttl` seconds if nobody holds it (fenced leases: see `take`)."""
+        if self.fence_of is not None:
+            return self.take(app, holder, ttl) is not None
         return bool(self.redis.set(self.key(app), holder, nx=True, px=_millis(ttl)))
 
-    def renew(self, app: str, holder: str, ttl: float) -> bool:
-        """Reset the lease's expiry to `ttl` seconds from now, only if `holder` still holds it."""
-        return bool(self._renew(keys=[self.key(app)], args=[holder, _millis(ttl)]))
+    def renew(self, app: str, holder: str, ttl: float, token: int = 0) -> bool:
+        """Reset the lease's expiry to `ttl` seconds from now, only if `holder` still holds it
+        (and, when fenced, `token` is still the newest)."""
+        if self.fence_of is None:
+            return bool(self._renew(keys=[self.key(app)], args=[holder, _millis(ttl)]))
+        keys = [self.key(app), self.fence_of(app)]
+        return bool(self._renew_fenced(keys=keys, args=[holder, _millis(ttl), token]))
+
+    def current(self, app: str, holder: str, token: int) -> bool:
+        """Whether `holder` still holds the lease with `token` as the newest fencing token."""
+        if self.fence_of is None:
+            return self.holder(app) == holder
+        keys = [self.key(app), self.fence_of(app)]
+        return bool(self._current(keys=keys, args=[holder, token]))
+
+    def token(self, app: str) -> int:
+        """The newest fencing token handed out for `app` (0: never, or an unfenced lease)."""
+        if self.fence_of is None:
+            return 0
+        raw = self.redis.hget(self.fence_of(app), "token")
+        return int(raw) if raw is not None else 0
+
+    def expired_for(self, app: str) -> float | None:
+        """Seconds since the lease's last deadline passed, by the Redis clock: None while it
+        is held; infinity when free with no deadline known (unfenced, or never taken)."""
+        if self.fence_of is None:
+            return None if self.holder(app) is not None else math.inf
+        keys = [self.key(app), self.fence_of(app)]
+        millis = int(self._expired_for(keys=keys))
+        if millis == -1:
+            return None
+        return math.inf if millis == -2 else max(millis, 0) / 1000
 
     def release(self, app: str, holder: str) -> bool:
         """Give the lease up, only if `holder` holds it; False when someone else does."""
@@ -103,9 +218,10 @@ class Lease:
         when the lease was lost meanwhile (unless the block itself raised).
         """
         asked = time.monotonic()
-        if not self.acquire(app, holder, ttl):
+        token = self.take(app, holder, ttl)
+        if token is None:
             raise LeaseBusy(f"{app}: lease is held by {self.holder(app) or 'another holder'}")
-        keeper = HeldLease(self, app, holder, ttl, valid_until=asked + ttl)
+        keeper = HeldLease(self, app, holder, ttl, valid_until=asked + ttl, token=token)
         keeper.start()
         try:
             yield keeper
@@ -116,15 +232,26 @@ class Lease:
 
 
 class HeldLease:
-    """A lease kept alive by a background thread; ask `lost` or call `check()` between steps."""
+    """A lease kept alive by a background thread; ask `lost` or call `check()` between steps.
+
+    `guard` (the engine's `SyncGuard`) is `check()` plus asking Redis whether the token is
+    still current; `fenced` runs a Redis write only while it is."""
 
     def __init__(
-        self, lease: Lease, app: str, holder: str, ttl: float, *, valid_until: float
+        self,
+        lease: Lease,
+        app: str,
+        holder: str,
+        ttl: float,
+        *,
+        valid_until: float,
+        token: int = 0,
     ) -> None:
         self.lease = lease
         self.app = app
         self.holder = holder
         self.ttl = ttl
+        self.token = token
         self.cause: BaseException | None = None
         self._valid_until = valid_until
         self._lost = threading.Event()
@@ -133,6 +260,10 @@ class HeldLease:
 
     @property
     def lost(self) -> bool:
+        """Lost: a renewal was refused, or the lease's deadline passed without one (a paused
+        process sees this as soon as it runs again, before its renewal thread does)."""
+        if not self._lost.is_set() and time.monotonic() >= self._valid_until:
+            self._lost.set()
         return self._lost.is_set()
 
     def check(self) -> None:
@@ -140,6 +271,59 @@ class HeldLease:
         if self.lost:
             why = f": {self.cause}" if self.cause else ""
             raise LeaseLost(f"{self.app}: lease of {self.holder} was lost{why}")
+
+    def __call__(self, step: str) -> None:
+        """The engine's guard: raise `LeaseLost` before `step` unless the lease is ours and its
+        fencing token the newest (asks Redis; a Redis error counts only once the deadline
+        passes)."""
+        self.check()
+        try:
+            current = self.lease.current(self.app, self.holder, self.token)
+        except RedisError:
+            return
+        if not current:
+            self._lost.set()
+            raise LeaseLost(
+                f"{self.app}: lease token {self.token} of {self.holder} is no longer current "
+                f"before {step}: another worker took the instance over; nothing more written"
+            )
+
+    def advance(self, past: int) -> None:
+        """Move our token past `past`, a token found in the cluster greater than any Redis has
+        handed out: Redis's counter was reset (a registry restored into a new Redis). Only the
+        current holder may (LeaseLost otherwise), so no other sync runs meanwhile."""
+        lease = self.lease
+        if lease.fence_of is None or past < self.token:
+            return
+        keys = [lease.key(self.app), lease.fence_of(self.app)]
+        if not lease._advance(keys=keys, args=[self.holder, self.token, past + 1]):
+            self._lost.set()
+            raise LeaseLost(f"{self.app}: lease token {self.token} is no longer current")
+        self.token = past + 1
+
+    def fenced(self, write: Callable[[Pipeline], None]) -> None:
+        """Run `write`'s commands in one MULTI/EXEC that happens only if the lease is still
+        ours with our token (WATCH on the lease and the fence): `LeaseLost` otherwise."""
+        lease = self.lease
+        keys = [lease.key(self.app)] + ([lease.fence_of(self.app)] if lease.fence_of else [])
+        for _ in range(8):
+            self.check()
+            with lease.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(*keys)  # type: ignore[no-untyped-call]
+                    if not lease.current(self.app, self.holder, self.token):
+                        break
+                    pipe.multi()
+                    write(pipe)
+                    pipe.execute()
+                    return
+                except WatchError:
+                    continue  # a renewal touched the keys: look again
+        self._lost.set()
+        raise LeaseLost(
+            f"{self.app}: lease token {self.token} of {self.holder} is no longer current: "
+            "the status and history of this sync were not written"
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -161,7 +345,10 @@ class HeldLease:
     def _renew_once(self) -> bool | None:
         """True when renewed, False when refused, None when Redis could not be asked."""
         try:
-            return self.lease.renew(self.app, self.holder, self.ttl)
+            return self.lease.renew(self.app, self.holder, self.ttl, self.token)
         except RedisError as e:
             self.cause = e
             return None
+
+
+__all__ = ["HeldLease", "Lease", "LeaseBusy", "LeaseLost"]

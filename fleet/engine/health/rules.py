@@ -105,6 +105,9 @@ def _statefulset_rollout(obj: Manifest, want: int) -> HealthStatus:
 
 
 def daemonset(obj: Manifest) -> HealthStatus:
+    """Progressing until the generation is observed, then until every scheduled pod is
+    updated and then available; with update strategy OnDelete it is Healthy once observed
+    (pods are replaced only when deleted)."""
     if pending := unobserved(obj, required=True):
         return pending
     if text(obj, "spec", "updateStrategy", "type") == "OnDelete":

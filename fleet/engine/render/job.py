@@ -152,11 +152,15 @@ def write_inside(root: Path, path: str, data: bytes | None) -> Path:
     target = root.joinpath(*parts)
     if not target.resolve().is_relative_to(root.resolve()):
         raise RenderError(f"{path!r} resolves outside the render folder; not written")
-    (target if data is None else target.parent).mkdir(parents=True, exist_ok=True)
-    if data is not None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        with os.fdopen(os.open(target, flags, 0o644), "wb") as handle:
-            handle.write(data)
+    try:
+        (target if data is None else target.parent).mkdir(parents=True, exist_ok=True)
+        if data is not None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(target, flags, 0o644), "wb") as handle:
+                handle.write(data)
+    except OSError as e:  # a name over the file system's limit, a full disk...: not a crash
+        problem = e.strerror or type(e).__name__
+        raise RenderError(f"{path!r} cannot be written in the render folder: {problem}") from e
     return target
 
 

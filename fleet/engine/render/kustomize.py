@@ -15,7 +15,14 @@ address a repository chose, internal ones included, so unless the project sets
   that is not in the repository, or that kustomize would read as remote even when a folder of
   that name exists (kustomize tries `github.com/org/repo`, `x//y`, `x?ref=` and any URL as
   remote first, so a folder named like one must not pass for it);
-- any file field whose value is a URL.
+- any file field whose value is a URL, and any URL a built-in plugin's configuration names
+  (`generators`, `transformers`, `validators`, inline or in a file: a PatchTransformer fetches
+  its `path`).
+
+With or without the opt-in, a file field or plugin path that leaves the repository
+(`configMapGenerator` `files: [/etc/passwd]`) is refused before kustomize runs, and every
+repository file kustomize parses as YAML (a resource, a patch, a CRD) is measured by
+`manifests.check_file` whatever its name.
 
 The tool then also runs off the network (`fleet.engine.render.launch`). With the opt-in, remote
 content is fetched on every render that is not cached; the cache key is the repository's, so a
@@ -31,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.engine.render.job import RenderJob, is_file, join, materialize, reachable
-from fleet.engine.render.manifests import parse_manifests
+from fleet.engine.render.manifests import check_file, parse_manifests, yaml_documents
 from fleet.engine.render.tools import child_environment, find_tool, run_tool, version_of
 from fleet.engine.source.cache import Snapshot
 from fleet.errors import RenderError
@@ -52,6 +59,8 @@ REMOTE_HOSTS = ("github.com/", "gitlab.com/", "bitbucket.org/")
 REMOTE_SIGNS = ("://", "//", "?", ":")  # schemes, repo//path, ?ref=, scp-like git@host:repo
 PATH_ITEMS = ("patches", "patchesJson6902", "replacements")  # lists of {path: ...}
 GENERATORS = ("configMapGenerator", "secretGenerator")  # lists of {files, envs, env}
+PLUGIN_FIELDS = ("generators", "transformers", "validators")  # plugin configurations
+PLUGIN_PATH_KEYS = ("path", "paths", "files", "envs", "env", "repo", "chartHome", "valuesFile")
 OPT_IN = (
     "remote resources are fetched only for projects that set allowRemoteRenders "
     "(gitfleet sync and diff: --allow-remote-renders)"
@@ -101,7 +110,19 @@ def _kustomize_refs(job: RenderJob, folder: str) -> Iterator[str]:
             if not job.params.allow_remote:
                 _refuse_remote(where, field, ref)
         elif field in KUSTOMIZE_DIR_FIELDS:
+            _check_yaml(job, field, target, escapes)
             yield target  # `reachable` refuses one outside the repository
+        elif escapes:  # a file of the worker read into a ConfigMap, a patch, a CRD...
+            _refuse_outside(where, field, ref)
+        else:
+            _check_yaml(job, field, target, escapes)
+    for field, config in _plugin_configs(job, folder, doc):
+        for key, ref in _plugin_paths(config):
+            if "://" in ref and not job.params.allow_remote:
+                raise RenderError(f"{where}: {field} entry: {key} {ref!r} is a URL; {OPT_IN}")
+            target = posixpath.normpath(join(folder, ref.partition("=")[2] or ref))
+            if target.startswith(("/", "../")) or target == "..":
+                _refuse_outside(where, field, ref, key=key)
 
 
 def _is_remote(field: str, ref: str) -> bool:
@@ -109,6 +130,48 @@ def _is_remote(field: str, ref: str) -> bool:
     if field not in REMOTE_FIELDS:
         return "://" in ref
     return ref.startswith(("git@", *REMOTE_HOSTS)) or any(s in ref for s in REMOTE_SIGNS)
+
+
+def _check_yaml(job: RenderJob, field: str, target: str, escapes: bool) -> None:
+    """Measure a repository file kustomize parses as YAML whatever its name (a resource, a
+    patch, a CRD...), so an alias bomb in `bomb.txt` is refused before kustomize expands it."""
+    if not escapes and field not in GENERATORS and is_file(job.snap, target):
+        check_file(target, job.file(target) or b"", job.limits)
+
+
+def _refuse_outside(where: str, field: str, ref: str, *, key: str = "") -> None:
+    entry = f"{field} entry: {key} {ref!r}" if key else f"{field} entry {ref!r}"
+    raise RenderError(
+        f"{where}: {entry} is outside the repository: kustomize reads files only from the "
+        "repository, below the kustomization's folder"
+    )
+
+
+def _plugin_configs(job: RenderJob, folder: str, doc: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(field, document) for every plugin configuration of `generators`, `transformers` and
+    `validators`: inline (a string holding YAML) or in a repository file. Kustomize runs the
+    built-in ones (PatchTransformer, ConfigMapGenerator...), which read files and URLs."""
+    for field in PLUGIN_FIELDS:
+        for value in _strings(doc.get(field)):
+            if "\n" in value:
+                yield from ((field, d) for d in yaml_documents(field, value.encode(), job.limits))
+                continue
+            target = posixpath.normpath(join(folder, value))
+            data = None if target.startswith(("/", "../")) else job.file(target)
+            if data is not None:  # whatever its name, kustomize reads it as YAML
+                yield from ((field, d) for d in yaml_documents(target, data, job.limits))
+
+
+def _plugin_paths(value: Any) -> Iterator[tuple[str, str]]:
+    """(key, path) for every string a plugin configuration names a file or URL with."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _plugin_paths(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key in PLUGIN_PATH_KEYS:
+                yield from ((str(key), v) for v in _strings(item))
+            yield from _plugin_paths(item)
 
 
 def _refuse_remote(where: str, field: str, ref: str) -> None:

@@ -252,10 +252,23 @@ class SourceCache:
             detail = scrub(str(e) or "the server has no repository at that URL", secret)
             raise SourceError(f"git repository {url} not found: {detail}") from e
         except (HangupException, GitProtocolError, OSError) as e:
-            raise _unreachable(url, scrub(str(e) or type(e).__name__, secret)) from e
+            raise _unreachable(url, _detail(e, secret)) from e
         _mirror_refs(repo, result)
         self.fetches += 1
         log.debug("fetched %s in %.3fs", url, time.monotonic() - started)
+
+
+def _detail(error: Exception, secret: str) -> str:
+    """What went wrong, without the secret; an error status as `the server answered HTTP 503`
+    (dulwich says `unexpected http resp 503 for <url>/info/refs?service=...`)."""
+    text = str(error) or type(error).__name__
+    status = _HTTP_STATUS.match(text)
+    if status is not None:
+        return f"the server answered HTTP {status.group(1)}"
+    return scrub(text, secret)
+
+
+_HTTP_STATUS = re.compile(r"unexpected http resp (\d{3})\b")
 
 
 def _unreachable(url: str, detail: str) -> SourceError:
@@ -288,6 +301,7 @@ def _transport_fetch(
     client, remote_path = get_transport_and_path(
         url, config=config, username=username, password=password
     )
+    transfer.refuse_redirects(client, url)
     with _closing_http(client):
         wants = _WantMissing(repo)
         result = transfer.fetch(client, remote_path, repo, wants, url=url, limits=limits)
@@ -362,8 +376,8 @@ def _has(repo: Repo, sha: bytes) -> bool:
 
 def _auth_failed(url: str, creds: GitCredentials | None) -> str:
     if creds is None or not (creds.username or creds.password):
-        return f"authentication required for {url}: give the repository's credentials"
-    return f"authentication failed for {url}: check the username and password or token"
+        return f"authentication required for {url} (HTTP 401): give the repository's credentials"
+    return f"authentication failed for {url} (HTTP 401): check the username and password or token"
 
 
 @contextlib.contextmanager

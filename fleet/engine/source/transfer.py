@@ -9,6 +9,11 @@ the spooled file. The writer counts every byte against `Limits.max_fetch_bytes` 
 each HTTP read times out after the fetch timeout (at most `READ_TIMEOUT_S`), through dulwich's
 `http.timeout` setting. An SSH remote that stops sending is bounded only by ssh's own settings.
 
+Nor may a remote send the fetch elsewhere: urllib3 follows redirects by default, so a host a
+project may use could answer `302 Location: http://10.0.0.1/...` and make the worker fetch from
+an address no URL rule or `sourceRepos` glob ever checked. `refuse_redirects` makes a redirect
+fail the fetch, naming where it pointed; the app must name the final URL itself.
+
 What is not bounded here: how large one object becomes once inflated (a pack's objects are
 zlib streams, so a small pack can hold a large blob); `Limits.max_file_bytes` bounds what a
 render reads, not what the fetch indexes.
@@ -38,6 +43,36 @@ def client_config(limits: Limits) -> ConfigDict:
     timeout = min(limits.fetch_timeout_s, READ_TIMEOUT_S)
     config.set((b"http",), b"timeout", f"{timeout:g}".encode())
     return config
+
+
+class _NoRedirects:
+    """A urllib3 pool manager that never follows a redirect and refuses every 3xx answer."""
+
+    def __init__(self, pool: Any, url: str) -> None:
+        self._pool = pool
+        self._url = url
+
+    def request(self, method: str, url: str, **kw: Any) -> Any:
+        response = self._pool.request(method, url, redirect=False, **kw)
+        if 300 <= response.status < 400:
+            location = response.headers.get("Location", "")
+            response.release_conn()
+            raise SourceError(
+                f"fetch of {self._url} refused: the git server answered {response.status}, a "
+                f"redirect to {location or 'an unnamed location'}; gitfleet never follows "
+                "redirects (they could lead anywhere), so give the app the final URL"
+            )
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+def refuse_redirects(client: GitClient, url: str) -> None:
+    """Make an HTTP client's fetches fail on a redirect instead of following it."""
+    pool = getattr(client, "pool_manager", None)
+    if pool is not None:
+        client.pool_manager = _NoRedirects(pool, url)  # type: ignore[attr-defined]
 
 
 def fetch(

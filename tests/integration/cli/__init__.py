@@ -1,0 +1,1 @@
+"""The `gitfleet` command run against the testbed."""

@@ -1,0 +1,1 @@
+"""The testbed itself, and its command line."""

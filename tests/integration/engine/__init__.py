@@ -1,0 +1,1 @@
+"""`fleet.engine` against the testbed: source, render, sync scenarios, prune."""

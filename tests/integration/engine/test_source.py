@@ -169,7 +169,7 @@ def test_wrong_password_fails_with_an_authentication_error_without_the_password(
     with pytest.raises(SourceError) as caught:
         cache.resolve(url, credentials=GitCredentials("deployer", "wrong-" + PASSWORD))
     assert str(caught.value) == (
-        f"authentication failed for {url}: check the username and password or token"
+        f"authentication failed for {url} (HTTP 401): check the username and password or token"
     )
     assert PASSWORD not in str(caught.value)
 

@@ -1,0 +1,1 @@
+"""The benchmarks run end to end on a small preset (marked `bench`)."""

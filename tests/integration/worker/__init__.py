@@ -1,0 +1,1 @@
+"""Workers run in-process against the testbed and a real Redis."""

@@ -1,0 +1,1 @@
+"""The `cli` package's pure parts: options, output, the health command."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import cli.health
 import cli.main
 
 Gitfleet = Callable[[Sequence[str]], int]
@@ -64,7 +65,7 @@ EXPECTED = [
 @pytest.fixture
 def gitfleet(monkeypatch: pytest.MonkeyPatch) -> Gitfleet:
     """`cli.main.main` with only this command registered, so other commands cannot break it."""
-    monkeypatch.setattr(cli.main, "COMMAND_MODULES", ("cli.health",))
+    monkeypatch.setattr(cli.main, "COMMAND_MODULES", (cli.health,))
     return cli.main.main
 
 

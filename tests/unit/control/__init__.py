@@ -1,0 +1,1 @@
+"""`fleet.control`'s pure parts: keys, records, sharding, windows, policy, backoff."""

@@ -44,6 +44,7 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:workers": lambda k: k.workers,
     "gitfleet:worker:w1": lambda k: k.worker("w1"),
     "gitfleet:lease:shop@east": lambda k: k.lease("shop@east"),
+    "gitfleet:fence:shop@east": lambda k: k.fence("shop@east"),
     "gitfleet:pending": lambda k: k.pending_index,
     "gitfleet:pending:shop@east": lambda k: k.pending("shop@east"),
     "gitfleet:deferred": lambda k: k.deferred,

@@ -1,0 +1,1 @@
+"""`fleet.engine`'s pure stages: plan, diff, health, prune planning, render."""

@@ -1,0 +1,1 @@
+"""`fleet.kube` without an API server: the watch cache's compaction."""

@@ -1,0 +1,1 @@
+"""`loadtest`'s report, plots and the `bench` extra, from fixed figures."""

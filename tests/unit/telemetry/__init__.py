@@ -1,0 +1,1 @@
+"""`fleet.telemetry` and the processes' span exporters."""

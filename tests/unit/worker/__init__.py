@@ -1,0 +1,1 @@
+"""`worker`'s pure parts: what counts as drift."""
