@@ -12,15 +12,19 @@ quick loop; `make test` runs everything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import SecretStr
 
 from deploy.testbed import runner
 from deploy.testbed.build import ensure_binaries, tools_dir
@@ -28,7 +32,7 @@ from fleet.engine.render.cache import Renderer
 from fleet.engine.source.cache import SourceCache
 from fleet.kube.client import KubeClient
 from fleet.telemetry.sdk import setup_tracing
-from tests.support.fleet import FleetEnv
+from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv
 from tests.support.redis_server import RedisServer
 
 
@@ -103,6 +107,38 @@ def fleet(redis_server: RedisServer, testbed: list[Cluster], tmp_path: Path) -> 
     env.add_clusters(testbed)
     yield env
     env.close()
+
+
+@pytest.fixture
+def fleet_api(fleet: FleetEnv) -> Iterator[Callable[..., TestClient]]:
+    """Build the real API over the fleet's Redis, with the real dispatcher and the test git
+    server's host allowed over plain http: `fleet_api(admin_token, **settings)` returns a
+    TestClient that sends `admin_token`; every client built is closed after the test."""
+    from api.app import create_app
+    from api.deps import get_dispatcher
+    from api.settings import Settings
+    from fleet.control.routing.dispatch import Dispatcher
+
+    clients = contextlib.ExitStack()
+
+    def build(admin_token: str, **settings: Any) -> TestClient:
+        app = create_app(
+            Settings(
+                redis_url=fleet.redis_url,
+                admin_token=SecretStr(admin_token),
+                secret_key=SecretStr(fleet.secret_key),
+                prefix=fleet.prefix,
+                insecure_git_hosts=INSECURE_GIT_HOSTS,
+                **settings,
+            )
+        )
+        dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
+        app.dependency_overrides[get_dispatcher] = lambda: dispatcher
+        headers = {"Authorization": f"Bearer {admin_token}"}
+        return clients.enter_context(TestClient(app, headers=headers))
+
+    with clients:
+        yield build
 
 
 @pytest.fixture

@@ -16,12 +16,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
-from api.app import create_app
-from api.deps import get_dispatcher
 from api.schemas import ProjectIn
-from api.settings import Settings
 from fleet.control.policy import acting_as, check_app_allowed
 from fleet.control.registry.records import (
     DEFAULT_PROJECT,
@@ -32,7 +29,6 @@ from fleet.control.registry.records import (
     DestinationServiceAccount,
     ProjectRecord,
 )
-from fleet.control.routing.dispatch import Dispatcher
 from fleet.errors import ImpersonationRequired, UsageError
 from fleet.kube import kubeconfig
 from fleet.kube.client import KubeClient
@@ -139,29 +135,12 @@ class Api:
 
 
 @pytest.fixture
-def make_api(fleet: FleetEnv) -> Iterator[Callable[..., Api]]:
-    clients: list[TestClient] = []
-
+def make_api(fleet_api: Callable[..., TestClient]) -> Callable[..., Api]:
     def build(*, require_impersonation: bool = False) -> Api:
-        settings = Settings(
-            redis_url=fleet.redis_url,
-            admin_token=SecretStr(ADMIN),
-            secret_key=SecretStr(fleet.secret_key),
-            prefix=fleet.prefix,
-            scheduler=False,
-            insecure_git_hosts=GIT_HOST,
-            require_impersonation=require_impersonation,
-        )
-        app = create_app(settings)
-        dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-        app.dependency_overrides[get_dispatcher] = lambda: dispatcher
-        client = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
-        clients.append(client.__enter__())
+        client = fleet_api(ADMIN, scheduler=False, require_impersonation=require_impersonation)
         return Api(client)
 
-    yield build
-    for client in clients:
-        client.__exit__(None, None, None)
+    return build
 
 
 def project_body(t: Tenancy, *, accounts: bool = True) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,11 @@ import pytest
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 from fastapi.testclient import TestClient
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
-from api.app import create_app
-from api.deps import get_dispatcher
 from api.schemas import ProjectIn
-from api.settings import Settings
 from fleet.control.policy import request_for
 from fleet.control.registry.records import DEFAULT_PROJECT, AppDestination, AppRecord, AppSource
-from fleet.control.routing.dispatch import Dispatcher
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import SyncRequest, SyncResult
@@ -692,20 +688,8 @@ def test_a_git_server_that_never_answers_is_given_up_after_the_fetch_timeout(
 
 
 @pytest.fixture
-def api(fleet: FleetEnv) -> Iterator[TestClient]:
-    settings = Settings(
-        redis_url=fleet.redis_url,
-        admin_token=SecretStr(ADMIN),
-        secret_key=SecretStr(fleet.secret_key),
-        prefix=fleet.prefix,
-        scheduler=False,
-        insecure_git_hosts=GIT_HOST,
-    )
-    app = create_app(settings)
-    dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        yield client
+def api(fleet_api: Callable[..., TestClient]) -> TestClient:
+    return fleet_api(ADMIN, scheduler=False)
 
 
 def test_repository_content_attacks_through_the_fleet_end_as_failed_syncs_with_records(

@@ -11,18 +11,14 @@ app uids keeps working.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 
-from api.app import create_app
-from api.deps import get_dispatcher
-from api.settings import Settings
 from fleet.control.policy import request_for
 from fleet.control.registry.records import (
     AppDestination,
@@ -32,7 +28,6 @@ from fleet.control.registry.records import (
     ProjectRecord,
 )
 from fleet.control.registry.syncrecords import SyncRecord
-from fleet.control.routing.dispatch import Dispatcher
 from fleet.engine import prune, sync
 from fleet.engine.apply import Applier, Decision
 from fleet.engine.caches import SyncCaches
@@ -205,20 +200,10 @@ def tenants(fleet: FleetEnv) -> Iterator[Tenants]:
 
 
 @pytest.fixture
-def api(fleet: FleetEnv, tenants: Tenants) -> Iterator[Api]:
-    settings = Settings(
-        redis_url=fleet.redis_url,
-        admin_token=SecretStr(ADMIN),
-        secret_key=SecretStr(fleet.secret_key),
-        prefix=fleet.prefix,
-        insecure_git_hosts=GIT_HOST,
-    )
-    app = create_app(settings)
-    dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        fleet.worker_thread("alpha")
-        yield Api(client, fleet, tenants)
+def api(fleet: FleetEnv, tenants: Tenants, fleet_api: Callable[..., TestClient]) -> Api:
+    client = fleet_api(ADMIN)
+    fleet.worker_thread("alpha")
+    return Api(client, fleet, tenants)
 
 
 # -- item 3: scope from discovery, boundaries at every write and delete -----------------------

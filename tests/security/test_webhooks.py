@@ -18,7 +18,7 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,7 @@ from redis import Redis
 
 from api.app import create_app
 from api.deps import get_dispatcher
-from api.settings import Settings
 from fleet.control.keys import Keys
-from fleet.control.routing.dispatch import Dispatcher
 from fleet.model import ObjectRef
 from tests.api.conftest import (
     ADMIN_TOKEN,
@@ -43,7 +41,7 @@ from tests.api.conftest import (
     settings_for,
 )
 from tests.support import manifests as m
-from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv, wait_until
+from tests.support.fleet import FleetEnv, wait_until
 from tests.support.redis_server import RedisServer
 
 REPO = "https://github.com/acme/shop"
@@ -90,20 +88,8 @@ def delivery_headers(
 
 
 @pytest.fixture
-def fleet_api(fleet: FleetEnv) -> Iterator[TestClient]:
-    settings = Settings(
-        redis_url=fleet.redis_url,
-        admin_token=SecretStr(ADMIN_TOKEN),
-        secret_key=SecretStr(fleet.secret_key),
-        webhook_secret=SecretStr(WEBHOOK_SECRET),
-        prefix=fleet.prefix,
-        insecure_git_hosts=INSECURE_GIT_HOSTS,
-    )
-    app = create_app(settings)
-    dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
-        yield client
+def webhook_api(fleet_api: Callable[..., TestClient]) -> TestClient:
+    return fleet_api(ADMIN_TOKEN, webhook_secret=SecretStr(WEBHOOK_SECRET))
 
 
 def _move(repo: Path, branch: str, sha: str) -> None:
@@ -152,7 +138,7 @@ def _live_value(fleet: FleetEnv, cluster: str, namespace: str) -> str:
 
 
 def test_a_signed_push_deploys_the_tracked_branch_tip_never_its_after_commit(
-    fleet: FleetEnv, fleet_api: TestClient
+    fleet: FleetEnv, webhook_api: TestClient
 ) -> None:
     name, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
     instance, cm = f"{name}@{cluster}", f"apps/{name}/cm.yaml"
@@ -160,13 +146,13 @@ def test_a_signed_push_deploys_the_tracked_branch_tip_never_its_after_commit(
     evil = fleet.repo.commit({cm: m.configmap("settings", "k: evil")})
     _move(fleet.repo.path, "evil", evil)
     _move(fleet.repo.path, "main", tip)
-    _member_app(fleet, fleet_api, name, cluster)
+    _member_app(fleet, webhook_api, name, cluster)
     fleet.worker_thread("alpha")
 
     # 1. a push to main whose `after` is another branch's commit: main's own tip is deployed
     first = push_body(after=evil, repo=fleet.repo_url)
     delivery = str(uuid.uuid4())
-    answer = _deliver(fleet, fleet_api, first, delivery=delivery)
+    answer = _deliver(fleet, webhook_api, first, delivery=delivery)
     assert answer.status_code == 200, answer.text
     assert answer.json()["triggered"] == [name]
     _synced_after(fleet, instance, 0)
@@ -174,11 +160,11 @@ def test_a_signed_push_deploys_the_tracked_branch_tip_never_its_after_commit(
     assert _live_value(fleet, cluster, name) == "main-v1"
 
     # 2. the same delivery again is refused; a push to the other branch syncs nothing
-    replay = _deliver(fleet, fleet_api, first, delivery=delivery)
+    replay = _deliver(fleet, webhook_api, first, delivery=delivery)
     assert replay.status_code == 409
     assert delivery in replay.json()["detail"]
     other = _deliver(
-        fleet, fleet_api, push_body(after=evil, ref="refs/heads/evil", repo=fleet.repo_url)
+        fleet, webhook_api, push_body(after=evil, ref="refs/heads/evil", repo=fleet.repo_url)
     )
     assert other.status_code == 200 and other.json()["triggered"] == []
 
@@ -186,11 +172,11 @@ def test_a_signed_push_deploys_the_tracked_branch_tip_never_its_after_commit(
     newer = fleet.repo.commit({cm: m.configmap("settings", "k: main-v2")})
     jobs = len(fleet.entries(instance))
     assert (
-        _deliver(fleet, fleet_api, push_body(after=newer, repo=fleet.repo_url)).status_code == 200
+        _deliver(fleet, webhook_api, push_body(after=newer, repo=fleet.repo_url)).status_code == 200
     )
     _synced_after(fleet, instance, jobs)
     jobs = len(fleet.entries(instance))
-    old = _deliver(fleet, fleet_api, push_body(after=tip, repo=fleet.repo_url))
+    old = _deliver(fleet, webhook_api, push_body(after=tip, repo=fleet.repo_url))
     assert old.status_code == 200 and old.json()["triggered"] == [name]
     _synced_after(fleet, instance, jobs)
     assert fleet.status(name, cluster).revision == newer

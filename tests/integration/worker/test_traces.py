@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic import SecretStr
 
-from api.app import create_app
-from api.deps import get_dispatcher
-from api.settings import Settings
 from fleet.control.registry.syncrecords import InstanceStatus
-from fleet.control.routing.dispatch import Dispatcher
-from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv, wait_until
+from tests.support.fleet import FleetEnv, wait_until
 from tests.support.traces import trace_id_of
 
 TOKEN = "test-admin-token"
@@ -27,19 +22,8 @@ def _last_trace_id(status: InstanceStatus) -> str:
 
 
 @pytest.fixture
-def api(fleet: FleetEnv) -> Iterator[TestClient]:
-    settings = Settings(
-        redis_url=fleet.redis_url,
-        admin_token=SecretStr(TOKEN),
-        secret_key=SecretStr(fleet.secret_key),
-        prefix=fleet.prefix,
-        insecure_git_hosts=INSECURE_GIT_HOSTS,
-    )
-    app = create_app(settings)
-    dispatcher = Dispatcher(fleet.redis, prefix=fleet.prefix)
-    app.dependency_overrides[get_dispatcher] = lambda: dispatcher
-    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        yield client
+def api(fleet_api: Callable[..., TestClient]) -> TestClient:
+    return fleet_api(TOKEN)
 
 
 def _parent(span: ReadableSpan) -> int | None:
