@@ -5,11 +5,11 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-APT_PACKAGES := redis-server
+APT_PACKAGES := redis-server mmdebstrap umoci chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR := .demo
 
-.PHONY: setup apt venv binaries test lint unit demo demo-stop clean
+.PHONY: setup apt venv binaries test lint unit manifests image image-verify demo demo-stop clean
 
 setup: apt venv binaries
 
@@ -41,8 +41,22 @@ lint: venv
 test: setup lint
 	$(VENV)/bin/pytest -q
 
+# deploy/manifests/ from deploy/chart (tests/integration/deploy/test_chart.py fails when they differ).
+manifests: binaries
+	$(PY) -m deploy.manifests render
+
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit
+
+# The OCI image (deploy/image): dist/oci (OCI layout, tag = version) and dist/gitfleet-image.tar
+# (docker load). Needs root (mmdebstrap, chroot); stages are cached under .cache/image/.
+image: setup
+	$(PY) -m deploy.image build --out dist
+
+# Builds the image a second time from the same inputs in an empty cache; fails unless the
+# digests are equal.
+image-verify: setup
+	$(PY) -m deploy.image verify --out dist
 
 demo: setup
 	$(PY) -m deploy.demo up --dir $(DEMO_DIR)

@@ -8,6 +8,8 @@ makes sure a bootstrap admin token exists: GITFLEET_ADMIN_TOKEN when set, otherw
 generated on the very first start and written to a file only its owner may read (mode 0600,
 GITFLEET_ADMIN_TOKEN_FILE, by default under the user's state directory). Only the file's path is
 printed: a token in the output would land in whatever collects it (a journal, a log shipper).
+In a pod, it registers the cluster it runs in as the destination `in-cluster`
+(`api.incluster`; `settings.in_cluster`, on in `gitfleet api` unless GITFLEET_IN_CLUSTER=false).
 
 Before any route, `api.gate.RequestGate` checks the bearer token and the body size, so an
 unauthenticated or oversized body is refused before it is read.
@@ -27,27 +29,35 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from api import errors
+from api import errors, incluster, ui
 from api.gate import RequestGate
 from api.metrics import registry_for
 from api.routes import (
     appops,
     apps,
+    appsets,
     clusters,
     ops,
+    plans,
     projects,
     registry,
     repositories,
+    rollouts,
+    subscriptions,
     tokens,
     webhooks,
 )
 from api.settings import Settings
 from fleet.control.connection import connect
+from fleet.control.notifications.delivery import DeliveryPump
+from fleet.control.notifications.targets import TargetPolicy
 from fleet.control.registry.backup import EMPTY_WARNING, is_empty
 from fleet.control.registry.secrets import SecretBox, require_key
 from fleet.control.registry.store import Store
+from fleet.control.rollouts.heads import GitHeads
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.scheduler import scheduling
+from fleet.engine.source.remotes import RemotePolicy
 from fleet.errors import UsageError
 
 API_PREFIX = "/api/v1"
@@ -84,6 +94,15 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text + "\n")
 
 
+def notification_pump(store: Store, settings: Settings) -> DeliveryPump | None:
+    """The thread that posts queued notifications (`fleet.control.notifications.delivery`),
+    when the settings turn it on (`gitfleet api` does, with the scheduler)."""
+    if not settings.notifications:
+        return None
+    policy = TargetPolicy.from_setting(settings.notify_allow_hosts)
+    return DeliveryPump(store.redis, store.keys, store.box, policy).start()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
 
@@ -95,19 +114,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         box = SecretBox.open(key, redis, prefix=settings.prefix, insecure_dev=settings.insecure_dev)
         store = Store(redis, box, prefix=settings.prefix)
         _bootstrap(store, settings)
+        if settings.in_cluster:
+            incluster.register(store)
         if is_empty(redis, store.keys):
             log.warning("%s", EMPTY_WARNING)
         app.state.settings = settings
         app.state.store = store
         app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         app.state.metrics = registry_for(store)
+        pump = notification_pump(store, settings)
         try:
             if settings.scheduler:
-                with scheduling(store, app.state.dispatcher):
+                sets = appsets.appsets_for(store, app.state.dispatcher, settings)
+                remotes = RemotePolicy.from_setting(settings.insecure_git_hosts)
+                heads = GitHeads(store, remotes=remotes)  # for rollouts
+                with scheduling(store, app.state.dispatcher, sets, heads):
                     yield
             else:
                 yield
         finally:
+            if pump is not None:
+                pump.stop()
             redis.close()
 
     app = FastAPI(
@@ -128,6 +155,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     for module in (clusters, projects, repositories, apps, appops, tokens, registry, webhooks):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(appsets.router, prefix=API_PREFIX)
+    app.include_router(subscriptions.router, prefix=API_PREFIX)
+    app.include_router(rollouts.router, prefix=API_PREFIX)
+    app.include_router(plans.router, prefix=API_PREFIX)
     # Git hosts are configured with a bare URL too, as the issue and Argo CD users expect.
     app.include_router(webhooks.router, include_in_schema=False)
+    ui.install(app)  # the web UI at /ui/, on the same handlers and token checks
     return app

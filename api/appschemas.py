@@ -11,10 +11,11 @@ write-only: GET says only `hasCredentials`.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, model_validator
 
+from api.rolloutschemas import RolloutIn
 from api.schemas import ApiModel, Labels, Name, Seconds
 from fleet.control.registry.records import (
     AppDestination,
@@ -22,11 +23,13 @@ from fleet.control.registry.records import (
     AppSource,
     HelmSource,
     IgnoreDifference,
+    PostBuild,
     RetryPolicy,
     SyncPolicy,
 )
 from fleet.control.registry.repos import has_credentials
 from fleet.control.windows import SyncWindow, check_opens
+from fleet.engine.render.substitute import is_name
 from fleet.engine.source.cache import GitCredentials
 from fleet.engine.source.remotes import shown
 
@@ -58,6 +61,22 @@ class HelmIn(ApiModel):
     values_yaml: str = ""
     value_files: list[str] = Field(default_factory=list)
     parameters: dict[str, str] = Field(default_factory=dict)
+
+
+def _variables(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        if not is_name(name):
+            raise ValueError(f"{name!r} is not a variable name: use ^[_a-zA-Z][_a-zA-Z0-9]*$")
+        if name.startswith("cluster_"):
+            raise ValueError(f"{name}: names starting with cluster_ are the destination cluster's")
+    return value
+
+
+class PostBuildIn(ApiModel):
+    """Flux's post-build substitution: present turns `${var}` substitution on for the app;
+    `substitute` holds its own variables (the cluster's are added per instance)."""
+
+    substitute: Annotated[dict[str, str], AfterValidator(_variables)] = Field(default_factory=dict)
 
 
 class SourceIn(ApiModel):
@@ -129,6 +148,14 @@ class SyncPolicyIn(ApiModel):
     sync_windows: list[SyncWindowIn] = Field(default_factory=list)
     create_namespace: bool = False
     ignore_differences: list[IgnoreIn] = Field(default_factory=list)
+    ingress_needs_address: bool = False  # an Ingress waits for an address (Argo CD's rule)
+    custom_resource_health: bool = True  # False: custom resources get no health (Argo CD's)
+    timeout: Seconds = Field(default=300.0, ge=1, le=86400)  # one sync, health waits included
+    suspended: bool = False  # no automated sync while set; a person's sync still runs
+    prune_budget_count: int = Field(default=0, ge=0)  # 0: no limit on objects one sync deletes
+    prune_budget_percent: float = Field(default=0.0, ge=0, le=100)  # 0: no limit on the share
+    prune_propagation: Literal["background", "foreground", "orphan"] = "background"
+    deletion_timeout: Seconds = Field(default=0.0, ge=0, le=86400)  # cascading delete; 0: 120s
 
 
 class CredentialsIn(ApiModel):
@@ -146,6 +173,8 @@ class AppIn(ApiModel):
     sync_policy: SyncPolicyIn = SyncPolicyIn()
     depends_on: list[Name] = Field(default_factory=list)
     credentials: CredentialsIn | None = None
+    post_build: PostBuildIn | None = None
+    rollout: RolloutIn | None = None
 
     def git_credentials(self) -> GitCredentials | None:
         if self.credentials is None:
@@ -167,6 +196,8 @@ class AppIn(ApiModel):
             sync_policy=_policy(self.sync_policy),
             depends_on=tuple(dict.fromkeys(self.depends_on)),
             has_credentials=keep_credentials,
+            post_build=None if self.post_build is None else PostBuild(self.post_build.substitute),
+            rollout=None if self.rollout is None else self.rollout.spec(),
         )
 
     @classmethod
@@ -193,6 +224,12 @@ class AppIn(ApiModel):
                 },
                 "sync_policy": _policy_data(policy),
                 "depends_on": list(record.depends_on),
+                "post_build": (
+                    None
+                    if record.post_build is None
+                    else {"substitute": dict(record.post_build.substitute)}
+                ),
+                "rollout": None if record.rollout is None else RolloutIn.of(record.rollout),
             },
             context={STORED: True},
         )
@@ -222,6 +259,14 @@ def _policy(policy: SyncPolicyIn) -> SyncPolicy:
             IgnoreDifference(tuple(rule.json_pointers), tuple(rule.managers))
             for rule in policy.ignore_differences
         ),
+        ingress_needs_address=policy.ingress_needs_address,
+        custom_resource_health=policy.custom_resource_health,
+        timeout_s=policy.timeout,
+        suspended=policy.suspended,
+        prune_budget_count=policy.prune_budget_count,
+        prune_budget_percent=policy.prune_budget_percent,
+        prune_propagation=policy.prune_propagation,
+        deletion_timeout_s=policy.deletion_timeout,
     )
 
 
@@ -255,15 +300,28 @@ def _policy_data(policy: SyncPolicy) -> dict[str, object]:
             {"json_pointers": list(r.json_pointers), "managers": list(r.managers)}
             for r in policy.ignore_differences
         ],
+        "ingress_needs_address": policy.ingress_needs_address,
+        "custom_resource_health": policy.custom_resource_health,
+        "timeout": policy.timeout_s,
+        "suspended": policy.suspended,
+        "prune_budget_count": policy.prune_budget_count,
+        "prune_budget_percent": policy.prune_budget_percent,
+        "prune_propagation": policy.prune_propagation,
+        "deletion_timeout": policy.deletion_timeout_s,
     }
 
 
 class SyncIn(ApiModel):
-    """A manual sync: optionally at another revision, as a dry run, or on one cluster only."""
+    """A manual sync: optionally at another revision, as a dry run, or on one cluster only.
+    `prune` overrides the app's syncPolicy.prune for this sync only (null: the policy), as
+    Argo CD's sync panel's Prune box does."""
 
     revision: str | None = Field(default=None, min_length=1)
     dry_run: bool = False
     cluster: Name | None = None
+    prune: bool | None = None
+    plan: str | None = Field(default=None, min_length=1)  # run exactly this stored plan
+    allow_prune_over_budget: bool = False  # this sync may prune over the app's budget, once
 
 
 class RollbackIn(ApiModel):

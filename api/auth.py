@@ -39,7 +39,12 @@ def authenticate(store: Store, authorization: str | None, method: str) -> TokenR
     scheme, _, text = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not text.strip():
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    token = store.lookup_token(text.strip())
+    return admit(store, store.lookup_token(text.strip()), method)
+
+
+def admit(store: Store, token: TokenRecord | None, method: str) -> TokenRecord:
+    """`token` (None: unknown), if it may still make a `method` request: the checks every
+    caller passes, by bearer header here or by a web UI session (`api.ui.session`)."""
     if token is None:
         raise _unauthorized("invalid or revoked token")
     if token.expired(datetime.now(UTC)):

@@ -41,6 +41,7 @@ class SyncRequester(Protocol):
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
+        prune: bool | None = None,
     ) -> QueuedJob: ...
 
     def wait(self, job: Any, timeout: float) -> dict[str, Any] | None: ...

@@ -18,6 +18,8 @@ first. `RequestGate` is the outermost application middleware and works on the ra
 3. Redis: a token lookup that cannot reach Redis (a restart) is a 503 a retry cures.
 
 The open probes (/healthz, /readyz, /metrics) and the docs need no token; they take no body.
+The web UI (/ui/) authenticates by session cookie instead (`api.ui.guard`): same token checks,
+a redirect to its sign-in page when there is no session.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.auth import authenticate
 from api.errors import REDIS_DOWN
 from api.settings import Settings
+from api.ui import guard as ui_guard
 from fleet.control.registry.records import Role
 
 
@@ -88,9 +91,13 @@ class RequestGate:
 
     async def _authenticated(self, scope: Scope) -> Scope:
         path: str = scope["path"]
+        store = scope["app"].state.store
+        if path.startswith(f"{ui_guard.PREFIX}/") and not ui_guard.is_open(path):
+            token, session = await run_in_threadpool(ui_guard.principal_of, store, scope)
+            state = {**scope.get("state", {}), "principal": token, "ui_session": session}
+            return {**scope, "state": state}
         if not path.startswith(self.protected) or path in self.webhooks:
             return scope
-        store = scope["app"].state.store
         header = Headers(scope=scope).get("authorization")
         token = await run_in_threadpool(authenticate, store, header, scope["method"])
         return {**scope, "state": {**scope.get("state", {}), "principal": token}}

@@ -14,6 +14,11 @@ queue depths and the shard map are read as they are now.
 - gitfleet_worker_apps{worker}                   app instances (app@cluster, the unit of sharding)
                                                  the shard map gives each live worker
 - gitfleet_workers, gitfleet_clusters            live workers, registered clusters
+- gitfleet_commit_to_healthy_seconds{app,cluster}  histogram from a commit's push (webhook
+                                                 receipt, or the sync that found it) to the
+                                                 instance Synced and Healthy at it
+                                                 (`fleet.control.commitclock`): one series set
+                                                 per app instance, deleted apps left out
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from rq import Queue
 
-from api.views import fold_health, fold_sync, instances_of
+from api.views import summaries
+from fleet.control.commitclock import CommitClock
+from fleet.control.commitclock import cumulative as commit_buckets
+from fleet.control.registry.instances import split_instance
 from fleet.control.registry.status import DURATION_BUCKETS
 from fleet.control.registry.store import Store
 from fleet.control.routing.owners import OwnerMap
@@ -50,6 +58,7 @@ class FleetCollector(Collector):
         yield self._apps()
         yield self._queues()
         yield from self._workers()
+        yield self._commit_to_healthy()
 
     def _syncs(self) -> Metric:
         family = CounterMetricFamily(
@@ -73,12 +82,23 @@ class FleetCollector(Collector):
             family.add_metric([stage], *cumulative(raw))
         return family
 
+    def _commit_to_healthy(self) -> Metric:
+        family = HistogramMetricFamily(
+            "gitfleet_commit_to_healthy_seconds",
+            "Seconds from a commit's push to the instance being Synced and Healthy at it",
+            labels=["app", "cluster"],
+        )
+        apps = {app.name for app in self.store.list_apps_cached()}
+        for instance, raw in CommitClock(self.store.redis, self.store.keys).histograms().items():
+            app, cluster = split_instance(instance)
+            if app in apps:
+                family.add_metric([app, cluster], *commit_buckets(raw))
+        return family
+
     def _apps(self) -> Metric:
         counts: Counter[tuple[str, str]] = Counter()
-        clusters = self.store.list_clusters()
-        for app in self.store.list_apps():
-            instances = instances_of(self.store, app, clusters)
-            counts[(str(fold_sync(instances)), str(fold_health(instances)))] += 1
+        for app in summaries(self.store, self.store.list_apps_cached()):
+            counts[(str(app.sync_status), str(app.health))] += 1
         family = GaugeMetricFamily(
             "gitfleet_apps",
             "Applications by sync status and health",

@@ -287,6 +287,7 @@ class ProjectIn(ApiModel):
     has_webhook_secret: bool = False  # read-only: what GET says; ignored on input
     allow_remote_renders: bool = False
     limits: LimitsIn = Field(default_factory=LimitsIn)
+    require_plan_for: list[str] = []  # cluster globs whose syncs need an approved plan
 
     def secret(self) -> str | None:
         return self.webhook_secret.get_secret_value() if self.webhook_secret else None
@@ -306,6 +307,7 @@ class ProjectIn(ApiModel):
             ),
             allow_remote_renders=self.allow_remote_renders,
             limits=self.limits.record(),
+            require_plan_for=tuple(self.require_plan_for),
         )
 
     @classmethod
@@ -327,6 +329,7 @@ class ProjectIn(ApiModel):
             has_webhook_secret=record.has_webhook_secret,
             allow_remote_renders=record.allow_remote_renders,
             limits=LimitsIn.of(record.limits),
+            require_plan_for=list(record.require_plan_for),
         )
 
 

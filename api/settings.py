@@ -22,6 +22,7 @@ ENV = {
     "secret_key": "GITFLEET_SECRET_KEY",
     "webhook_secret": "GITFLEET_WEBHOOK_SECRET",
     "insecure_git_hosts": "GITFLEET_INSECURE_GIT_HOSTS",
+    "notify_allow_hosts": "GITFLEET_NOTIFY_ALLOW_HOSTS",
     "admin_token_file": "GITFLEET_ADMIN_TOKEN_FILE",
     "body_limit": "GITFLEET_BODY_LIMIT",
     "webhook_body_limit": "GITFLEET_WEBHOOK_BODY_LIMIT",
@@ -46,8 +47,11 @@ class Settings(BaseModel):
     prefix: str = "gitfleet"
     insecure_git_hosts: str = ""  # comma-separated hosts apps may fetch over plain http
     scheduler: bool = False  # the `gitfleet api` process turns it on (see from_env)
+    notifications: bool = False  # post queued notifications (on with the scheduler, from_env)
+    notify_allow_hosts: str = ""  # hosts notifications may reach over http or inside addresses
     insecure_dev: bool = False  # `gitfleet api --insecure-dev`: may run without secret_key
     require_impersonation: bool = False  # GITFLEET_REQUIRE_IMPERSONATION (`fleet.control.policy`)
+    in_cluster: bool = False  # GITFLEET_IN_CLUSTER: register `in-cluster` (`api.incluster`)
     admin_token_file: Path = Field(default_factory=default_admin_token_file)  # mode 0600
     body_limit: int = Field(default=MiB, ge=1024)  # bytes of a request body (`api.gate`)
     webhook_body_limit: int = Field(default=5 * MiB, ge=1024)  # bytes of a webhook delivery
@@ -62,8 +66,11 @@ class Settings(BaseModel):
         }
         flag = env.get("GITFLEET_SCHEDULER", "true").strip().lower()
         values["scheduler"] = flag not in ("0", "false", "no", "off")
+        values["notifications"] = values["scheduler"]
         required = env.get("GITFLEET_REQUIRE_IMPERSONATION", "").strip().lower()
         values["require_impersonation"] = required in ("1", "true", "yes", "on")
+        in_cluster = env.get("GITFLEET_IN_CLUSTER", "true").strip().lower()
+        values["in_cluster"] = in_cluster not in ("0", "false", "no", "off")
         return cls.model_validate(values)
 
     @staticmethod

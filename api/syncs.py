@@ -45,7 +45,10 @@ def request_syncs(
     trigger: Trigger,
     revision: str | None = None,
     dry_run: bool = False,
+    prune: bool | None = None,
 ) -> Enqueued:
+    """Enqueue a sync of `app` on each of `clusters`, in one trace. `prune`: the caller's
+    choice for this sync only (None: the app's syncPolicy.prune)."""
     attributes: dict[str, str | bool | int] = {
         "gitfleet.app": app.name,
         "gitfleet.trigger": trigger,
@@ -53,9 +56,11 @@ def request_syncs(
         "gitfleet.dry_run": dry_run,
         "gitfleet.clusters": len(clusters),
     }
+    if prune is not None:
+        attributes["gitfleet.prune"] = prune
     with tracer.start_as_current_span(f"gitfleet.api.{trigger}", attributes=attributes) as span:
         refs = [
-            (cluster, _enqueue(dispatcher, app, cluster, trigger, revision, dry_run))
+            (cluster, _enqueue(dispatcher, app, cluster, trigger, revision, dry_run, prune))
             for cluster in clusters
         ]
         context = span.get_span_context()
@@ -70,6 +75,7 @@ def _enqueue(
     trigger: Trigger,
     revision: str | None,
     dry_run: bool,
+    prune: bool | None,
 ) -> QueuedJob:
     with tracer.start_as_current_span(
         "gitfleet.api.enqueue", attributes={"gitfleet.cluster": cluster}
@@ -77,5 +83,11 @@ def _enqueue(
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         return dispatcher.request_sync(
-            app.name, cluster, trigger=trigger, revision=revision, dry_run=dry_run, carrier=carrier
+            app.name,
+            cluster,
+            trigger=trigger,
+            revision=revision,
+            dry_run=dry_run,
+            carrier=carrier,
+            prune=prune,
         )

@@ -1,4 +1,5 @@
-"""`gitfleet app create|get|list|sync|diff|history|rollback|delete|wait`, against the coordinator.
+"""`gitfleet app create|set|get|list|sync|diff|history|rollback|delete|wait`, against the
+coordinator (and `app rollout`, `cli.rollouts`).
 
 Exit codes: 0 done; 2 a usage or request error (printed on one line). `app diff` exits 1 when
 something would change, like `gitfleet diff`; `app wait` exits 1 on timeout after printing
@@ -29,9 +30,10 @@ from api.views import (
     HistoryView,
     RollbackAccepted,
 )
+from cli import plans, rollouts
 from cli.options import client_of, connection_options, labels_of, timeout_seconds
 from cli.output import print_json, table
-from fleet.control.registry.syncrecords import ResourceRecord, SyncRecord
+from fleet.control.registry.syncrecords import DriftRecord, ResourceRecord, SyncRecord
 from fleet.model import Health, SyncStatus
 
 SUMMARIES: TypeAdapter[list[AppSummary]] = TypeAdapter(list[AppSummary])
@@ -55,10 +57,47 @@ def run_create(args: argparse.Namespace) -> int:
             "prune": args.prune,
             "selfHeal": args.self_heal,
             "createNamespace": args.create_namespace,
+            "ingressNeedsAddress": args.ingress_needs_address,
+            "timeout": timeout_seconds(args.sync_timeout),
+            "customResourceHealth": not args.no_custom_resource_health,
+            "ignoreDifferences": (
+                [{"managers": args.ignore_manager}] if args.ignore_manager else []
+            ),
         },
     }
+    body["syncPolicy"] |= plans.policy_changes(args)
+    if args.param or args.post_build:
+        body["postBuild"] = {"substitute": labels_of(args.param, "--param")}
     created = client_of(args).call("POST", "/api/v1/apps", body=body)
     return _show(args, created, f"app {args.name} created")
+
+
+def run_set(args: argparse.Namespace) -> int:
+    """Change an app's sync policy in place: read its spec, change what was asked, PUT it."""
+    client = client_of(args)
+    view = AppView.model_validate(client.call("GET", f"/api/v1/apps/{args.name}"))
+    policy = dict(view.spec.get("syncPolicy") or {})
+    if args.auto_sync is not None:
+        policy["automated"] = args.auto_sync == "on"
+    if args.self_heal is not None:
+        policy["selfHeal"] = args.self_heal == "on"
+    policy |= plans.policy_changes(args)
+    if args.ignore_manager or args.no_ignore_manager:
+        kept = [  # rules by JSON pointer stay; the managers are replaced
+            {**rule, "managers": []}
+            for rule in policy.get("ignoreDifferences") or []
+            if rule.get("jsonPointers")
+        ]
+        managers = [{"managers": args.ignore_manager}] if args.ignore_manager else []
+        policy["ignoreDifferences"] = kept + managers
+    spec = {**view.spec, "name": args.name, "syncPolicy": policy}
+    if args.param:
+        params = dict((spec.get("postBuild") or {}).get("substitute") or {})
+        spec["postBuild"] = {"substitute": {**params, **labels_of(args.param, "--param")}}
+    if args.no_post_build:
+        spec["postBuild"] = None
+    updated = client.call("PUT", f"/api/v1/apps/{args.name}", body=spec)
+    return _show(args, updated, f"app {args.name} updated")
 
 
 def run_get(args: argparse.Namespace) -> int:
@@ -77,6 +116,7 @@ def describe(view: AppView) -> str:
         f"app {view.name} (project {view.project})",
         f"source   {source.repo} {source.path} @ {source.revision}",
         f"status   {view.sync_status} / {view.health}  revision {view.revision or '-'}",
+        *(["suspended: no automated sync until `gitfleet app resume`"] if view.suspended else []),
         "",
     ]
     rows = [
@@ -93,7 +133,25 @@ def describe(view: AppView) -> str:
     lines.append(table(rows, ["CLUSTER", "SYNC", "HEALTH", "REVISION", "TRACE", "MESSAGE"]))
     for instance in view.instances:
         lines += ["", f"objects on {instance.cluster}:", _objects(instance.resources)]
+        if instance.drift:
+            lines += ["", f"last drift on {instance.cluster}:", _drift(instance.drift)]
     return "\n".join(lines)
+
+
+def _drift(drift: Sequence[DriftRecord]) -> str:
+    rows = [
+        [
+            d.kind,
+            d.namespace,
+            d.name,
+            d.field or ("(deleted)" if d.operation == "Delete" else "-"),
+            d.manager or "-",
+            f"/{d.subresource}" if d.subresource else d.operation or "-",
+            "self-heal" if d.self_heal else "reported",
+        ]
+        for d in drift
+    ]
+    return table(rows, ["KIND", "NAMESPACE", "NAME", "FIELD", "MANAGER", "VIA", "ACTION"])
 
 
 def _objects(resources: Sequence[ResourceRecord]) -> str:
@@ -119,7 +177,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_sync(args: argparse.Namespace) -> int:
     body = {"revision": args.revision, "dryRun": args.dry_run, "cluster": args.cluster}
+    body |= {"plan": args.plan, "allowPruneOverBudget": args.allow_prune_over_budget}
     body = {k: v for k, v in body.items() if v not in (None, False)}
+    if args.prune is not None:  # --prune / --no-prune: this sync only; else the app's policy
+        body["prune"] = args.prune
     answer = client_of(args).call("POST", f"/api/v1/apps/{args.name}/sync", body=body)
     accepted = Accepted.model_validate(answer)
     return _show(args, answer, _jobs_line(f"sync of {args.name} requested", accepted))
@@ -250,12 +311,88 @@ def register(subparsers: Any) -> None:
     create.add_argument("--project", default="default")
     for flag in ("--auto-sync", "--prune", "--self-heal", "--create-namespace"):
         create.add_argument(flag, action="store_true")
+    create.add_argument(
+        "--ignore-manager",
+        action="append",
+        default=[],
+        metavar="MANAGER",
+        help="leave fields this field manager owns alone: not diffed, not applied, never drift "
+        "(e.g. kube-controller-manager for replicas an HPA scales); repeatable",
+    )
+    create.add_argument(
+        "--ingress-needs-address",
+        action="store_true",
+        help="an Ingress is Progressing until its controller publishes an address (Argo CD's "
+        "rule); by default it is Healthy at once and its message says it has no address",
+    )
+    create.add_argument(
+        "--sync-timeout",
+        default="5m",
+        help="how long one sync may take, its waves' health waits included (e.g. 90s, 5m; "
+        "default 5m); a wave still waiting then fails the sync, which lists what it left undone",
+    )
+    create.add_argument(
+        "--no-custom-resource-health",
+        action="store_true",
+        help="custom resources without a rule get no health signal (Argo CD's behaviour) "
+        "instead of being judged by their conditions",
+    )
+    create.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a ${K} value for post-build substitution (repeatable; turns substitution on)",
+    )
+    create.add_argument(
+        "--post-build",
+        action="store_true",
+        help="substitute ${var} in rendered manifests (cluster_name, cluster_label_<key>, "
+        "--param values) even without --param",
+    )
+    plans.policy_options(create)
+    change = verb("set", run_set, "change an app's sync policy")
+    change.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="add or replace a ${K} substitution value (repeatable; turns substitution on)",
+    )
+    change.add_argument("--no-post-build", action="store_true", help="turn ${var} substitution off")
+    change.add_argument("--auto-sync", choices=("on", "off"))
+    change.add_argument("--self-heal", choices=("on", "off"))
+    plans.policy_options(change)
+    change.add_argument(
+        "--ignore-manager",
+        action="append",
+        default=[],
+        metavar="MANAGER",
+        help="replace the field managers the app ignores (repeatable)",
+    )
+    change.add_argument(
+        "--no-ignore-manager", action="store_true", help="ignore no field manager any more"
+    )
     verb("get", run_get, "show an app and the status of each instance")
     verbs.add_parser("list", parents=[common], help="list apps").set_defaults(run=run_list)
     sync = verb("sync", run_sync, "sync now")
     sync.add_argument("--revision")
     sync.add_argument("--dry-run", action="store_true")
+    sync.add_argument(
+        "--prune",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="delete (or, with --no-prune, keep) objects removed from git, for this sync only; "
+        "default: the app's syncPolicy.prune",
+    )
     sync.add_argument("--cluster")
+    sync.add_argument("--plan", metavar="ID", help="run exactly this stored plan (app plan)")
+    sync.add_argument(
+        "--allow-prune-over-budget",
+        action="store_true",
+        help="this sync may delete more than the app's prune budget, once",
+    )
+    plans.register_verbs(verbs, common)
     verb("diff", run_diff, "what a sync would change").add_argument("--cluster")
     verb("history", run_history, "recent syncs").add_argument("--cluster")
     verb("rollback", run_rollback, "sync an earlier revision").add_argument("revision")
@@ -267,3 +404,4 @@ def register(subparsers: Any) -> None:
     wait.add_argument("--health", action="store_true")
     wait.add_argument("--timeout", required=True, help="e.g. 90s, 5m")
     wait.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    rollouts.add_verb(verbs, common)

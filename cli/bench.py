@@ -2,6 +2,7 @@
 
     gitfleet bench --apps N --objects-per-app K --clusters C --workers W --out DIR
                    [--preset small|large]
+    gitfleet bench --preset faults --out DIR [--quick] [--fault NAME]   (the fault suite)
 
 Starts its own testbed, Redis, git server, API and workers, measures the raw SSA limit,
 kubectl, gitfleet's cold sync, a no-op cycle, monorepo changes, sharding, memory and tracing
@@ -23,6 +24,10 @@ from loadtest.presets import add_arguments
 def run(args: argparse.Namespace) -> int:
     if missing := extra.missing():
         raise UsageError(extra.message(missing))
+    if args.preset == "faults":
+        from loadtest.faults.command import run_command as run_faults
+
+        return run_faults(args)
     from loadtest.bench import run_command
 
     return run_command(args)

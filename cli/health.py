@@ -5,6 +5,18 @@ documents, runs `fleet.engine.health.assess.assess` on every object and prints a
 exit status says whether every object could be read and judged (0), not how healthy the objects are,
 so the command can feed scripts; unreadable or malformed input is an error (2) naming the file and
 line.
+
+The same judgement as a sync's waves, with two things a sync reads from the cluster taken from
+the input instead:
+- a custom resource with no status has **no health signal** ("Healthy", message "no health
+  signal: ...") when its CustomResourceDefinition in the input declares no status subresource,
+  and is Unknown (waiting for its controller) when it declares one or is not in the input;
+- an Ingress without an address is Healthy by default, its message saying so; with
+  --ingress-needs-address (an app's syncPolicy.ingressNeedsAddress) it is Progressing, as in
+  Argo CD;
+- a custom resource without a rule is judged by its conditions (kstatus); with
+  --no-custom-resource-health (an app's syncPolicy.customResourceHealth: false) it has no health
+  signal, as in Argo CD.
 """
 
 from __future__ import annotations
@@ -18,7 +30,13 @@ from typing import Any
 import yaml
 
 from cli.output import table
-from fleet.engine.health.assess import assess
+from fleet.engine.health.assess import (
+    DEFAULT_OPTIONS,
+    HealthOptions,
+    assess,
+    status_subresource,
+)
+from fleet.engine.health.readers import text
 from fleet.errors import RenderError, UsageError
 from fleet.model import Manifest, ObjectRef
 
@@ -37,14 +55,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-f", "--filename", required=True, metavar="FILE", help="YAML file, or - for stdin"
     )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--ingress-needs-address",
+        action="store_true",
+        help="judge an Ingress as Argo CD does: Progressing until it has an address",
+    )
+    parser.add_argument(
+        "--no-custom-resource-health",
+        action="store_true",
+        help="give custom resources without a rule no health signal, as Argo CD does",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     name: str = args.filename
-    rows = [report(obj) for obj in load_objects(read_source(name), name)]
+    options = HealthOptions(
+        ingress_needs_address=args.ingress_needs_address,
+        custom_resource_health=not args.no_custom_resource_health,
+    )
+    rows = judge(load_objects(read_source(name), name), options)
     print(json.dumps(rows, indent=2) if args.output == "json" else render_table(rows))
     return 0
+
+
+def judge(objects: list[Manifest], options: HealthOptions = DEFAULT_OPTIONS) -> list[Row]:
+    """A row for each object; the CustomResourceDefinitions among `objects` tell whether their
+    custom resources expect a controller to report status."""
+    crds = {
+        _defines(obj): obj
+        for obj in objects
+        if obj.get("kind") == "CustomResourceDefinition"
+        and str(obj.get("apiVersion", "")).startswith("apiextensions.k8s.io/")
+    }
+    return [report(obj, options, crds) for obj in objects]
+
+
+def _defines(crd: Manifest) -> tuple[str, str]:
+    return text(crd, "spec", "group"), text(crd, "spec", "names", "kind")
 
 
 def read_source(name: str) -> str:
@@ -117,8 +165,15 @@ def _checked(obj: Manifest, where: str) -> Manifest:
     return obj
 
 
-def report(obj: Manifest) -> Row:
-    ref, status = ObjectRef.of(obj), assess(obj)
+def report(
+    obj: Manifest,
+    options: HealthOptions = DEFAULT_OPTIONS,
+    crds: dict[tuple[str, str], Manifest] | None = None,
+) -> Row:
+    ref = ObjectRef.of(obj)
+    crd = (crds or {}).get((ref.group, ref.kind))
+    expects = status_subresource(crd, ref.version) if crd is not None else None
+    status = assess(obj, options, expects_status=expects)
     return {
         "apiVersion": ref.api_version,
         "kind": ref.kind,

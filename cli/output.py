@@ -52,6 +52,8 @@ def result_table(result: SyncResult) -> str:
     )
     if result.error:
         lines.append(f"error ({result.error_stage}): {result.error}")
+    if result.message:  # objects not applied, prune not run, a wait cancelled for a revision
+        lines.append(f"note: {result.message}")
     return "\n".join(lines)
 
 

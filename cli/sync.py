@@ -21,6 +21,7 @@ from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import SyncRequest, SyncResult
 from fleet.engine.diff import compare as diff
 from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.health.assess import HealthOptions
 from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
 from fleet.errors import FleetError, UsageError
@@ -52,6 +53,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--app", help="app name (default: the path's last folder)")
     p.add_argument("--namespace", help="default namespace (default: the context's)")
     p.add_argument("--create-namespace", action="store_true")
+    p.add_argument(
+        "--ingress-needs-address",
+        action="store_true",
+        help="wait for each Ingress to get an address (Argo CD's rule; default: Healthy at once)",
+    )
+    p.add_argument(
+        "--no-custom-resource-health",
+        action="store_true",
+        help="give custom resources without a rule no health signal, as Argo CD does",
+    )
     p.add_argument("--values", action="append", default=[], type=Path, help="helm values file")
     p.add_argument("--set", action="append", default=[], dest="sets", help="helm K=V")
     p.add_argument(
@@ -95,6 +106,10 @@ def build_request(args: argparse.Namespace, kube: KubeClient, *, dry_run: bool) 
         prune=args.prune,
         allow_empty=args.allow_empty,
         create_namespace=args.create_namespace,
+        health=HealthOptions(
+            ingress_needs_address=args.ingress_needs_address,
+            custom_resource_health=not args.no_custom_resource_health,
+        ),
         dry_run=dry_run,
         timeout=timeout_seconds(args.timeout),
         trigger=Trigger.CLI,

@@ -106,6 +106,7 @@ def _environment(folder: Path) -> dict[str, str]:
         GITFLEET_CACHE_DIR=str(folder / "cache"),
         GITFLEET_TOOLS_DIR=str(tools_dir()),
         GITFLEET_INSECURE_GIT_HOSTS="127.0.0.1",  # the demo's git server: plain http, loopback
+        GITFLEET_NOTIFY_ALLOW_HOSTS="127.0.0.1",  # a notification receiver on this machine
         PYTHONPATH=str(ROOT),
     )
     env["GITFLEET_TOKEN"] = env["GITFLEET_ADMIN_TOKEN"]
@@ -212,6 +213,7 @@ def _report(folder: Path, env: dict[str, str]) -> None:
     print(must(gitfleet("app", "list", env=env), "app list"))
     server = env["GITFLEET_SERVER"]
     print(f"API and OpenAPI docs: {server}/docs   (token: {folder / 'env'}: GITFLEET_TOKEN)")
+    print(f"Web UI:               {server}/ui/   (sign in with the same token)")
     print(f"Prometheus metrics:   {server}/metrics")
     print(f"Traces (JSON lines):  {env['GITFLEET_TRACE_FILE']}")
     print(f"Clusters:             {folder / 'testbed' / 'clusters.json'}")

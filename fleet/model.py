@@ -46,6 +46,7 @@ class Trigger(StrEnum):
     DELETE = "delete"  # a cascading DELETE /apps/{name}: prune the instance
     DIFF = "diff"  # GET /apps/{name}/diff: a dry run
     RETRY = "retry"  # a deferred sync whose request was lost
+    ROLLOUT = "rollout"  # a progressive rollout's step (`fleet.control.rollouts`)
 
     @property
     def by_person(self) -> bool:
@@ -62,7 +63,7 @@ class Trigger(StrEnum):
 
 
 _BY_PERSON = frozenset({Trigger.MANUAL, Trigger.ROLLBACK, Trigger.CLI})
-_AUTOMATED = frozenset({Trigger.WEBHOOK, Trigger.INTERVAL, Trigger.SELF_HEAL})
+_AUTOMATED = frozenset({Trigger.WEBHOOK, Trigger.INTERVAL, Trigger.SELF_HEAL, Trigger.ROLLOUT})
 
 
 class Outcome(StrEnum):

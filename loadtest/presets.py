@@ -5,6 +5,8 @@ the standard library; the benchmark itself (`loadtest.bench`) loads only when it
 
 Presets (issue 5): `small`, about 200 one-object apps on 2 clusters with 2 workers, and
 `large`, 10,000 one-object apps on 3 clusters. An explicit option wins over the preset.
+`faults` (issue 12) runs the fault suite instead (`loadtest.faults`), with its own options
+(`--quick`, `--outage`, `--fault`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from loadtest.faults.settings import add_arguments as fault_arguments
 
 PRESETS: dict[str, dict[str, int]] = {
     "small": {"apps": 200, "objects_per_app": 1, "clusters": 2, "workers": 2, "commits": 20},
@@ -52,7 +56,12 @@ class Params:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for the report")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    parser.add_argument(
+        "--preset",
+        choices=sorted([*PRESETS, "faults"]),
+        default="small",
+        help="faults: the fault suite instead (`loadtest.faults`, writes DIR/faults.json)",
+    )
     parser.add_argument("--apps", type=int, help="applications (small: 200, large: 10000)")
     parser.add_argument("--objects-per-app", type=int, help="ConfigMaps per application (1)")
     parser.add_argument("--clusters", type=int, help="testbed clusters (small: 2, large: 3)")
@@ -73,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="use this testbed's clusters (testbed/clusters.json) instead of starting one",
     )
+    fault_arguments(parser, standalone=False)
 
 
 def resolve(args: argparse.Namespace) -> Params:

@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import context, propagate
 from rq import get_current_job
 
-from fleet.control import backoff
+from fleet.control import backoff, plans
 from fleet.control.policy import blocked_reason, check_source, request_for
 from fleet.control.pushes import SyncedAt, spec_of
 from fleet.control.registry.errors import NotFound
@@ -33,6 +33,7 @@ from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord, ProjectRecord
 from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.syncrecords import SyncRecord
+from fleet.control.rollouts.state import RolloutStore
 from fleet.control.routing.leases import HeldLease, LeaseBusy
 from fleet.control.routing.pending import Intent, Pending
 from fleet.engine import sync
@@ -43,7 +44,7 @@ from fleet.errors import FleetError, LeaseLost
 from fleet.kube.client import KubeClient
 from fleet.model import Health, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
-from worker import quiet, status, teardown
+from worker import quiet, status, supersede, teardown
 from worker.journal import Entry
 from worker.runtime import HandBack, Runtime, current
 from worker.status import Answer
@@ -52,6 +53,9 @@ log = logging.getLogger("gitfleet.worker")
 
 LEASE_BUSY_DELAY = 1.0
 DEPENDENCY_BASE, DEPENDENCY_MAX = 2.0, 30.0
+# A stored plan that moved, a prune over budget: a retry would fail the same way (or, for a
+# plan taken once, sync without it), so they wait for a person.
+WAITS_FOR_A_PERSON = frozenset({"plan", "prune-budget"})
 
 JobAnswer = dict[str, Any]
 """What a job returns to rq, JSON-ready (the API's diff and the tests read it through
@@ -147,22 +151,81 @@ def attempt(
     requests: int = 1,
     lease: HeldLease | None = None,
 ) -> Answer:
-    """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine and the
-    status write) held by the caller."""
+    """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine, the
+    teardown and every status write) held by the caller."""
     app_name, cluster = split_instance(instance)
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:
         return Answer.of(Outcome.SKIPPED, instance=instance, message=str(e))
     if intent.trigger == Trigger.DELETE or app.deleting:
-        return teardown.delete_instance(runtime, app, cluster, intent=intent)
-    reason = blocked_reason(app, intent.trigger, datetime.now(UTC))
+        return teardown.delete_instance(runtime, app, cluster, intent=intent, lease=lease)
+    stale = _stale(runtime, app, cluster, intent)
+    if stale:
+        attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
+        with telemetry.stage("sync", **attrs, outcome=Outcome.SUPERSEDED, reason=stale):
+            log.info("instance=%s %s sync dropped: %s", instance, intent.trigger, stale)
+        return Answer.of(Outcome.SUPERSEDED, instance=instance, message=stale)
+    reason = blocked_reason(app, intent.trigger, datetime.now(UTC)) or _plan_gate(
+        runtime, app, project, cluster
+    )
     if reason:
         return _skip(runtime, app, cluster, intent, reason, lease)
     waiting = waiting_for(runtime, app)
     if waiting:
-        return _wait(runtime, instance, intent, waiting)
+        return _wait(runtime, instance, intent, waiting, lease)
     return _sync(runtime, app, project, cluster, intent, requests, lease)
+
+
+def _stale(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent) -> str:
+    """Why this sync must not run any more ("" when it may): an automated trigger (or its
+    retry) for an app whose automated sync is off, which would undo what a person pinned (a
+    rollback turns automated sync off); self-heal for an app that no longer heals; a retry of
+    a sync older than the instance's last one, which served it."""
+    policy = app.sync_policy
+    if intent.trigger.automated and not policy.automated:
+        return f"automated sync of {app.name} is off"
+    if intent.trigger == Trigger.SELF_HEAL and not policy.self_heal:
+        return f"self-heal of {app.name} is off"
+    if intent.is_retry and intent.since:
+        found = runtime.store.get_status(app.name, cluster)
+        last = found.last_sync if found is not None else None
+        started = last.started if last is not None else None
+        if started is not None and started.timestamp() > intent.since + 0.001:
+            return "a newer sync already ran"
+    return ""
+
+
+def _plan_gate(runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str) -> str:
+    """Why the project's plan rule holds this sync back ("" when it does not): a cluster that
+    requires an approved plan, and no approved plan queued for the instance."""
+    if not plans.requires_plan(project, cluster):
+        return ""
+    store = plans.PlanStore(runtime.redis, prefix=runtime.settings.prefix)
+    plan_id = store.queued_run(instance_key(app.name, cluster))
+    if not plan_id:
+        return plans.required_reason(app.name, project, cluster)
+    try:
+        plan = store.get(plan_id)
+    except plans.PlanNotFound as e:
+        return f"{plans.required_reason(app.name, project, cluster)} ({e})"
+    if not plan.approved:
+        return f"waiting for an approved plan: plan {plan_id} is not approved yet"
+    return ""
+
+
+def _planned(runtime: Runtime, app: AppRecord, cluster: str, request: SyncRequest) -> SyncRequest:
+    """`request` with the plan queued for the instance and a one-time prune allowance, each
+    taken once (`fleet.control.plans`)."""
+    store = plans.PlanStore(runtime.redis, prefix=runtime.settings.prefix)
+    instance = instance_key(app.name, cluster)
+    plan_id = store.take_run(instance)
+    if plan_id:
+        check = plans.check_for(store.get(plan_id), cluster)
+        request = dataclasses.replace(request, plan_check=check)
+    if store.take_prune_allowance(instance):
+        request = dataclasses.replace(request, allow_prune_over_budget=True)
+    return request
 
 
 def _load(runtime: Runtime, app_name: str, cluster: str) -> tuple[AppRecord, ProjectRecord]:
@@ -215,9 +278,11 @@ def _skip(
     return Answer.of_record(record)
 
 
-def _wait(runtime: Runtime, instance: str, intent: Intent, waiting: str) -> Answer:
+def _wait(
+    runtime: Runtime, instance: str, intent: Intent, waiting: str, lease: HeldLease | None
+) -> Answer:
     app, cluster = split_instance(instance)
-    status.note(runtime.store, app, cluster, waiting)
+    status.note(runtime.store, app, cluster, waiting, lease)
     step = min(intent.attempt, 16)
     delay = backoff.delay(step, base=DEPENDENCY_BASE, max_delay=DEPENDENCY_MAX, jitter=0.2)
     runtime.dispatcher.defer(instance, dataclasses.replace(intent, attempt=step + 1), delay=delay)
@@ -239,21 +304,35 @@ def _sync(
             synced_at = SyncedAt(desired.revision, desired.inputs, spec_of(app))
             _note_synced(runtime, app, cluster, synced_at)
             return quiet.write_checked(runtime, app.name, cluster, lease)
-    result = _run_engine(runtime, app, project, cluster, intent, lease)
-    record = SyncRecord.of(
-        result,
-        cluster=cluster,
-        trigger=intent.trigger,
-        attempt=intent.attempt,
-        requests=requests,
-        worker=runtime.name,
-    )
-    status.write_sync(runtime.store, record, lease)
-    if runtime.watcher is not None:
-        runtime.watcher.declare(instance_key(app.name, cluster), record.resources)
+    instance = instance_key(app.name, cluster)
+    served_by = telemetry.current_trace_id()
+    runtime.dispatcher.cancel_deferred(instance, served_by=served_by)  # this sync serves them
+    watcher = runtime.watcher
+    if watcher is not None:
+        watcher.begin(instance)  # what the watches see until `declare` may be our own doing
+    try:
+        result = _run_engine(runtime, app, project, cluster, intent, lease)
+        record = SyncRecord.of(
+            result,
+            cluster=cluster,
+            trigger=intent.trigger,
+            attempt=intent.attempt,
+            requests=requests,
+            worker=runtime.name,
+        )
+        status.write_sync(runtime.store, record, lease)
+        if watcher is not None:
+            watcher.declare(instance, record.resources)
+    finally:
+        if watcher is not None:
+            watcher.end(instance)
     synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
     _note_synced(runtime, app, cluster, synced)
-    retry = {"retry_in_s": _retry(runtime, app, cluster, intent)} if result.error else {}
+    if result.succeeded:
+        runtime.dispatcher.cancel_deferred(instance, served_by=served_by)  # nor any since
+    since = dataclasses.replace(intent, since=result.started.timestamp())
+    retried = result.error and result.error_stage not in WAITS_FOR_A_PERSON
+    retry = {"retry_in_s": _retry(runtime, app, cluster, since)} if retried else {}
     outcome = record.outcome + (f": {result.error}" if result.error else "")
     log.info(
         "app=%s cluster=%s revision=%s trace_id=%s sync %s",
@@ -288,16 +367,28 @@ def _request(
     *,
     dry_run: bool = False,
 ) -> SyncRequest:
-    return request_for(
+    request = request_for(
         app,
         project,
         cluster,
         trigger=intent.trigger,
-        revision=intent.revision or None,
+        revision=intent.revision or _pinned(runtime, app, cluster) or None,
         dry_run=dry_run,
         credentials=_git_credentials(runtime, app, project),
         require_impersonation=runtime.settings.require_impersonation,
+        cluster_labels=runtime.store.get_cluster(cluster).labels if app.post_build else None,
+        age_key=runtime.store.age_keys.key_for(project.name),
+        prune=intent.prune,
     )
+    return dataclasses.replace(request, retry=intent.is_retry)  # a retry runs its hooks again
+
+
+def _pinned(runtime: Runtime, app: AppRecord, cluster: str) -> str:
+    """The revision a progressive rollout pins this instance to ("" none): a sync asked for
+    without a revision syncs it, so a push reaches the cluster only with its rollout step."""
+    if app.rollout is None:
+        return ""
+    return RolloutStore(runtime.store.redis, runtime.dispatcher.prefix).pin(app.name, cluster)
 
 
 def _git_credentials(
@@ -324,7 +415,13 @@ def _run_engine(
 ) -> SyncResult:
     started = datetime.now(UTC)
     try:
-        request = dataclasses.replace(_request(runtime, app, project, cluster, intent), guard=lease)
+        planned = _planned(runtime, app, cluster, _request(runtime, app, project, cluster, intent))
+        request = dataclasses.replace(
+            planned,
+            guard=lease,
+            # a stored plan runs its own revision to the end: no re-plan at a newer one
+            newer=None if planned.plan_check else supersede.newer_requests(runtime, app, cluster),
+        )
         kube, own = _clients(runtime, cluster, request)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)

@@ -28,6 +28,7 @@ the sync in the main thread is handed back the same way.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -49,6 +50,7 @@ from fleet.control.connection import TRANSIENT, Outage, connect
 from fleet.control.registry.secrets import require_key
 from fleet.control.routing import membership, payloads
 from fleet.control.routing.payloads import PayloadError
+from worker.health import HealthServer
 from worker.runtime import HandBack, Runtime, active
 from worker.selfheal import SelfHeal
 from worker.settings import WorkerSettings
@@ -97,6 +99,15 @@ class FleetWorker(SimpleWorker):
         try:
             with active(self.runtime):
                 super().execute_job(job, queue)
+        except TRANSIENT as e:
+            # Redis went away while rq recorded the job's end (heartbeat, result, registries).
+            # Raised further, it would end this rq loop and the process with it. The sync is
+            # done or was fenced out; a pending sync left claimed is recovered after its
+            # lease's deadline (`Dispatcher.recover`). The loop goes on and waits for Redis.
+            log.warning(
+                "worker=%s: Redis unreachable while finishing job %s (%s); going on",
+                *(self.runtime.name, job.id, e),
+            )
         finally:
             self.job_thread = None
 
@@ -130,7 +141,23 @@ class FleetWorker(SimpleWorker):
     def heartbeat(self, *args: Any, **kwargs: Any) -> None:
         if self._halt.is_set() and self.get_state() == WorkerStatus.IDLE:
             raise StopRequested()
-        super().heartbeat(*args, **kwargs)
+        with contextlib.suppress(*TRANSIENT):  # Redis away: rq's next dequeue waits for it
+            super().heartbeat(*args, **kwargs)
+
+    # rq's loop quits on any Redis error outside its dequeue (which waits for Redis to come
+    # back): these steps of each round let a restart pass instead, so the process lives on.
+
+    def check_for_suspension(self, burst: bool) -> None:
+        with contextlib.suppress(*TRANSIENT):
+            super().check_for_suspension(burst)
+
+    def run_maintenance_tasks(self) -> None:
+        with contextlib.suppress(*TRANSIENT):  # done again on a later round
+            super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        with contextlib.suppress(*TRANSIENT):  # rq keeps the state in memory too
+            super().set_state(state, pipeline)
 
     def _install_signal_handlers(self) -> None:
         if _in_main_thread():
@@ -150,6 +177,7 @@ class Housekeeper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="housekeeper", daemon=True)
         self._due = {"beat": 0.0, "pump": 0.0, "refresh": 0.0}
+        self.last_tick = time.monotonic()  # read by the /healthz listener (`worker.health`)
 
     def start(self) -> None:
         self._thread.start()
@@ -161,6 +189,7 @@ class Housekeeper:
     def _loop(self) -> None:
         outage = Outage(log, f"worker={self.runtime.name} housekeeping")
         while not self._stop.wait(TICK):
+            self.last_tick = time.monotonic()
             try:
                 self.tick(time.time())
                 outage.ok()
@@ -168,6 +197,10 @@ class Housekeeper:
                 outage.failed(e)
             except Exception:
                 log.exception("worker=%s housekeeping failed", self.runtime.name)
+
+    def is_alive(self, stale_after: float) -> bool:
+        """Whether the loop ticked within `stale_after` seconds (a stuck tick stops it)."""
+        return time.monotonic() - self.last_tick < stale_after
 
     def tick(self, now: float) -> None:
         s = self.runtime.settings
@@ -239,6 +272,7 @@ class WorkerProcess:
         self.rq = self.rqs[0]
         self.keeper = Housekeeper(self.runtime, self.selfheal)
         self.started = threading.Event()
+        self.health: HealthServer | None = None
 
     def _self_heal(self, runtime: Runtime) -> SelfHeal:
         """The runtime's watcher, kept here too: this process drives its refreshes and heals."""
@@ -248,6 +282,7 @@ class WorkerProcess:
     def run(self, *, logging_level: str = "INFO") -> None:
         main = _in_main_thread()
         self.rq.death_penalty_class = UnixSignalDeathPenalty if main else TimerDeathPenalty
+        health = self.health = self._serve_health()  # first: a port in use stops it here
         register(self.runtime)
         self.keeper.start()
         helpers = [
@@ -272,10 +307,23 @@ class WorkerProcess:
             if self._drain is not None:
                 self._drain.cancel()
             self.keeper.stop()
+            if health is not None:
+                health.stop()
             if self.selfheal is not None:
                 self.selfheal.stop()
             membership.deregister(self.redis, self.settings.name, prefix=self.settings.prefix)
             self.runtime.close()
+
+    def _serve_health(self) -> HealthServer | None:
+        """The kubelet's /healthz (`worker.health`), when a port is set: alive while the
+        housekeeper ticks within 4 membership TTLs (60 s at least)."""
+        s = self.settings
+        if not s.health_port:
+            return None
+        stale_after = max(60.0, 4 * s.ttl)
+        return HealthServer(
+            s.health_host, s.health_port, lambda: self.keeper.is_alive(stale_after)
+        ).start()
 
     def _work(self, rq: FleetWorker, logging_level: str) -> None:
         rq.death_penalty_class = TimerDeathPenalty

@@ -24,6 +24,7 @@ from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
 from fleet.errors import FleetError
 from fleet.model import Health, Outcome, SyncStatus, Trigger
+from fleet.telemetry import spans as telemetry
 from worker.runtime import Runtime
 from worker.status import Answer
 
@@ -90,12 +91,14 @@ def write_checked(
     runtime: Runtime, app: str, cluster: str, lease: HeldLease | None = None
 ) -> Answer:
     """Note the quiet check in the status (no history entry: nothing happened); with `lease`,
-    only while its fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
-    status = runtime.store.get_status(app, cluster) or InstanceStatus()
-    stamp = datetime.now(UTC)
-    checked = dataclasses.replace(status, checked=stamp)
-    if lease is None:
-        runtime.store.set_status(app, cluster, checked)
-    else:
-        lease.fenced(lambda pipe: runtime.store.log.stage_status(pipe, app, cluster, checked))
+    only while its fencing token is current (`HeldLease.fenced`: LeaseLost otherwise). The
+    check is the request's `gitfleet.sync` span (outcome unchanged), so its trace ends too."""
+    with telemetry.stage("sync", app=app, cluster=cluster, outcome=Outcome.UNCHANGED, quiet=True):
+        status = runtime.store.get_status(app, cluster) or InstanceStatus()
+        stamp = datetime.now(UTC)
+        checked = dataclasses.replace(status, checked=stamp)
+        if lease is None:
+            runtime.store.set_status(app, cluster, checked)
+        else:
+            lease.fenced(lambda pipe: runtime.store.log.stage_status(pipe, app, cluster, checked))
     return Answer.of(Outcome.UNCHANGED, app=app, cluster=cluster, checked=stamp.isoformat())

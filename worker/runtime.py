@@ -60,8 +60,17 @@ class HandBack(BaseException):
 class Watcher(LabelledIndex, Protocol):
     """What jobs ask of the worker's watches of its instances' objects."""
 
+    def begin(self, instance: str) -> None:
+        """This worker starts syncing `instance`: what its watches see meanwhile may be the
+        sync's own doing (`worker.selfheal.SelfHeal.begin`)."""
+        ...
+
     def declare(self, instance: str, resources: Sequence[ResourceRecord]) -> None:
-        """Note the objects this worker's own sync of `instance` just reported."""
+        """Note the objects this worker's own sync of `instance` just reported (ends it)."""
+        ...
+
+    def end(self, instance: str) -> None:
+        """The sync `begin` started is over, whether or not it declared anything."""
         ...
 
     def not_quiet_since(self, instance: str, kinds: set[tuple[str, str]], since: float) -> str:

@@ -39,7 +39,9 @@ class WorkerSettings:
     insecure_git_hosts: hosts (`host` or `host:port`) the worker may fetch over plain http
     (GITFLEET_INSECURE_GIT_HOSTS, comma-separated); every other repository is https or ssh.
     require_impersonation: refuse to sync an app whose project (other than `default`) names no
-    ServiceAccount for the destination (GITFLEET_REQUIRE_IMPERSONATION)."""
+    ServiceAccount for the destination (GITFLEET_REQUIRE_IMPERSONATION).
+    health_port, health_host: where `worker.health` serves /healthz for the kubelet
+    (GITFLEET_WORKER_HEALTH_PORT, GITFLEET_WORKER_HEALTH_HOST); 0, the default, serves none."""
 
     name: str = field(default_factory=default_name)
     redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
@@ -56,6 +58,8 @@ class WorkerSettings:
     insecure_dev: bool = False
     insecure_git_hosts: tuple[str, ...] = ()
     require_impersonation: bool = False
+    health_port: int = 0
+    health_host: str = "0.0.0.0"
 
     @property
     def cache_dir(self) -> Path:
@@ -78,6 +82,10 @@ class WorkerSettings:
             values["insecure_git_hosts"] = tuple(h.strip() for h in hosts if h.strip())
         if env.get("GITFLEET_WORKER_CONCURRENCY"):
             values["concurrency"] = int(env["GITFLEET_WORKER_CONCURRENCY"])
+        if env.get("GITFLEET_WORKER_HEALTH_PORT"):
+            values["health_port"] = int(env["GITFLEET_WORKER_HEALTH_PORT"])
+        if env.get("GITFLEET_WORKER_HEALTH_HOST"):
+            values["health_host"] = env["GITFLEET_WORKER_HEALTH_HOST"]
         if env.get("GITFLEET_REQUIRE_IMPERSONATION"):
             values["require_impersonation"] = is_true(env["GITFLEET_REQUIRE_IMPERSONATION"])
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -11,6 +11,11 @@ Every outcome leaves a trace a person can read with `gitfleet app get` and `app 
 - a wait (dependsOn not Healthy yet) or a note (self-heal gave up): the status message only,
   so a dependency that takes minutes does not fill the history with "still waiting".
 
+Every write made under a sync's lease (sync, skip, dependency wait, teardown) is fenced: it
+happens in one MULTI/EXEC only while the lease's fencing token is the newest. After a sync's
+write, `worker.transitions.after_sync` compares the status before and after: it queues the
+notifications of each transition and advances the commit-to-healthy clock (never failing).
+
 And what each job answers (`Answer`): its outcome, for the worker's journal, and the JSON rq
 keeps as the job's return value.
 """
@@ -21,12 +26,20 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from redis import WatchError
 from redis.client import Pipeline
 
 from fleet.control.registry.store import Store
-from fleet.control.registry.syncrecords import HISTORY, InstanceStatus, SkipRecord, SyncRecord
+from fleet.control.registry.syncrecords import (
+    HISTORY,
+    DriftRecord,
+    InstanceStatus,
+    SkipRecord,
+    SyncRecord,
+)
 from fleet.control.routing.leases import HeldLease
-from fleet.model import Outcome, Trigger
+from fleet.model import Outcome, SyncStatus, Trigger
+from worker.transitions import after_sync
 
 
 @dataclass(frozen=True)
@@ -50,30 +63,34 @@ class Answer:
 def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None) -> None:
     """History and status of a sync; with `lease`, both in one MULTI/EXEC that runs only while
     the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
-    status = _status_of(store, record)
+    previous = store.get_status(record.app, record.cluster)
+    status = _status_of(store, record, previous)
     if lease is None:
         store.add_history(record.app, record.cluster, record)
         store.set_status(record.app, record.cluster, status)
-        return
+    else:
 
-    def write(pipe: Pipeline) -> None:
-        store.log.stage_history(pipe, record.app, record.cluster, record)
-        store.log.stage_status(pipe, record.app, record.cluster, status)
+        def write(pipe: Pipeline) -> None:
+            store.log.stage_history(pipe, record.app, record.cluster, record)
+            store.log.stage_status(pipe, record.app, record.cluster, status)
 
-    lease.fenced(write)
+        lease.fenced(write)
+    after_sync(store, previous, status, record)  # notifications, commit clock: never raises
 
 
 UNREACHABLE = "ClusterUnreachable"
 """The word a status message starts with while the instance's API server cannot be reached."""
 
 
-def _status_of(store: Store, record: SyncRecord) -> InstanceStatus:
+def _status_of(store: Store, record: SyncRecord, previous: InstanceStatus | None) -> InstanceStatus:
     """The status after `record`. A sync that failed before acting on the cluster (the git
     remote or the API server could not be reached) keeps the last applied revision and
     resources: the cluster still holds them."""
     message = record.error
     if record.error_stage == "cluster":  # fleet.errors.ClusterUnreachable
         message = f"{UNREACHABLE}: {message}"
+    if record.message:  # what else the sync says: objects not applied, a cancelled wait
+        message = f"{message}\n{record.message}" if message else record.message
     status = InstanceStatus(
         sync_status=record.sync_status,
         health=record.health,
@@ -83,7 +100,8 @@ def _status_of(store: Store, record: SyncRecord) -> InstanceStatus:
         error=record.error,
         message=message,
     )
-    previous = store.get_status(record.app, record.cluster)
+    if previous is not None and previous.drift:  # the last drift stays readable (note_drift)
+        status = replace(status, drift=previous.drift)
     if record.error and not record.writes and not record.resources and previous is not None:
         status = replace(status, revision=previous.revision, resources=previous.resources)
     return status
@@ -125,7 +143,44 @@ def write_skipped(
     return record
 
 
-def note(store: Store, app: str, cluster: str, message: str) -> None:
-    """Set the status message of an instance, keeping the rest of its status."""
+def note(
+    store: Store, app: str, cluster: str, message: str, lease: HeldLease | None = None
+) -> None:
+    """Set the status message of an instance, keeping the rest of its status; with `lease`,
+    only while its fencing token is current (`put`)."""
     status = store.get_status(app, cluster) or InstanceStatus()
-    store.set_status(app, cluster, replace(status, message=message))
+    put(store, app, cluster, replace(status, message=message), lease)
+
+
+def note_drift(
+    store: Store, app: str, cluster: str, drift: tuple[DriftRecord, ...], message: str
+) -> None:
+    """Record the drift a watch saw (which fields, changed by which manager): the instance is
+    OutOfSync until a sync applies it again; the rest of the status is kept. Written only if
+    the status did not change since it was read (WATCH), so a sync's write is never undone."""
+    key = store.log.keys.status(app)
+    with store.log.redis.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(key)  # type: ignore[no-untyped-call]
+                status = store.get_status(app, cluster) or InstanceStatus()
+                noted = replace(
+                    status, drift=drift, message=message, sync_status=SyncStatus.OUT_OF_SYNC
+                )
+                pipe.multi()
+                store.log.stage_status(pipe, app, cluster, noted)
+                pipe.execute()
+                return
+            except WatchError:
+                continue
+
+
+def put(
+    store: Store, app: str, cluster: str, status: InstanceStatus, lease: HeldLease | None = None
+) -> None:
+    """Write the instance's status; with `lease`, in a MULTI/EXEC that runs only while the
+    lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
+    if lease is None:
+        store.set_status(app, cluster, status)
+        return
+    lease.fenced(lambda pipe: store.log.stage_status(pipe, app, cluster, status))

@@ -13,6 +13,12 @@ project's ServiceAccount on the cluster, if it names one (`fleet.control.policy.
 inventory is read and removed with the cluster's own credentials.
 
 A prune that fails is retried with the app's retry policy, like a failed sync.
+
+Fenced like a sync (`fleet.control.routing.leases`): under the instance's lease the guard is
+asked before the prune and before each of its batches, the inventory is removed only at the
+version read, with a token no newer than ours (`InventoryStore.remove`: the API server refuses
+it otherwise), and the status is written only while the token is current. A holder that lost
+its lease stops with `LeaseLost` and writes nothing more; the newer holder's state stays.
 """
 
 from __future__ import annotations
@@ -26,40 +32,50 @@ from fleet.control.registry.errors import NotFound
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.syncrecords import InstanceStatus
+from fleet.control.routing.leases import HeldLease
 from fleet.control.routing.pending import Intent
 from fleet.engine import prune
-from fleet.engine.inventory import InventoryStore
+from fleet.engine.inventory import Inventory, InventoryStore
 from fleet.engine.plan.tracking import Owner, Ownership
-from fleet.errors import FleetError
+from fleet.errors import FleetError, LeaseLost
 from fleet.kube.client import KubeClient
 from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Health, ObjectRef, Outcome, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
+from worker import status
 from worker.runtime import Runtime
 from worker.status import Answer
 
 PRUNE_TIMEOUT = 120.0
 
 
-def delete_instance(runtime: Runtime, app: AppRecord, cluster: str, *, intent: Intent) -> Answer:
+def delete_instance(
+    runtime: Runtime,
+    app: AppRecord,
+    cluster: str,
+    *,
+    intent: Intent,
+    lease: HeldLease | None = None,
+) -> Answer:
+    """Prune everything `app` owns on `cluster`; with `lease`, fenced (LeaseLost, raised, when
+    the lease is no longer ours: nothing more is written)."""
     attrs = {"app": app.name, "cluster": cluster, "trigger": intent.trigger}
     with telemetry.stage("delete", **attrs) as span:
         try:
             account = _acting_as(runtime, app, cluster)
             kube, own = runtime.kube_for(cluster, account), runtime.kube_for(cluster)
-            pruned = _prune_all(runtime, (kube, own), app, cluster)
+            pruned = _prune_all(runtime, (kube, own), app, cluster, lease)
+        except LeaseLost:
+            raise
         except FleetError as e:
             telemetry.mark_failed(span, str(e))
-            return _failed(runtime, app, cluster, intent, e)
+            return _failed(runtime, app, cluster, intent, e, lease)
         trace_id = telemetry.trace_id_of(span)
     message = f"deleted: pruned {len(pruned)} object(s)"
-    runtime.store.set_status(
-        app.name,
-        cluster,
-        InstanceStatus(
-            sync_status=SyncStatus.UNKNOWN, health=Health.MISSING, deleted=True, message=message
-        ),
+    deleted = InstanceStatus(
+        sync_status=SyncStatus.UNKNOWN, health=Health.MISSING, deleted=True, message=message
     )
+    status.put(runtime.store, app.name, cluster, deleted, lease)
     _remove_when_done(runtime, app)
     instance = instance_key(app.name, cluster)
     return Answer.of(Outcome.DELETED, instance=instance, trace_id=trace_id)
@@ -71,10 +87,15 @@ def _acting_as(runtime: Runtime, app: AppRecord, cluster: str) -> ServiceAccount
 
 
 def _prune_all(
-    runtime: Runtime, clients: tuple[KubeClient, KubeClient], app: AppRecord, cluster: str
+    runtime: Runtime,
+    clients: tuple[KubeClient, KubeClient],
+    app: AppRecord,
+    cluster: str,
+    lease: HeldLease | None = None,
 ) -> list[ObjectRef]:
     """Prune with `clients` (acting for the app, and the cluster's own for the inventory): what
-    this app owns by uid, within its project's boundaries on `cluster` (as a sync's prune)."""
+    this app owns by uid, within its project's boundaries on `cluster` (as a sync's prune),
+    asking `lease` before each batch and removing the inventory at the version read."""
     kube, own = clients
     owner = Owner(app.name, app.owner_uid, app.project)
     inventories = InventoryStore(own)
@@ -91,29 +112,51 @@ def _prune_all(
         ownership=ownership, inventory=inventory, labelled=labelled, desired=[], live=live
     )
     bounds = boundaries_for(runtime.store.get_project(app.project), cluster)
-    outcomes = prune.execute(kube, planned, timeout=PRUNE_TIMEOUT, boundaries=bounds)
-    if mine:  # another app's inventory of the same name is not ours to remove
-        inventories.delete(app.name)
+    fence = _fence(lease, stored)
+    outcomes = prune.execute(
+        kube,
+        planned,
+        timeout=app.sync_policy.deletion_timeout_s or PRUNE_TIMEOUT,  # the app's deadline
+        boundaries=bounds,
+        guard=lease,
+        propagation=prune.PROPAGATIONS.get(app.sync_policy.prune_propagation, "Background"),
+    )
+    if mine and stored is not None:  # another app's inventory of the same name is not ours
+        inventories.remove(app.name, stored=stored, fence=fence)
     return [o.ref for o in outcomes]
+
+
+def _fence(lease: HeldLease | None, stored: Inventory | None) -> int:
+    """The token to remove the inventory with (0: unfenced), once the guard has passed. As in a
+    sync, a stored token newer than any Redis handed out (a registry restored into a new Redis)
+    moves ours past it while we are the current holder (LeaseLost otherwise)."""
+    if lease is None:
+        return 0
+    lease("prune")
+    if stored is not None and stored.fence > lease.token:
+        lease.advance(stored.fence)
+    return lease.token
 
 
 def _status_kinds(runtime: Runtime, app: str, cluster: str) -> set[tuple[str, str]]:
     """(apiVersion, kind) of the objects the last sync reported, for a lost inventory."""
-    status = runtime.store.get_status(app, cluster)
-    resources = status.resources if status is not None else ()
+    found = runtime.store.get_status(app, cluster)
+    resources = found.resources if found is not None else ()
     kinds = {(r.ref.api_version, r.kind) for r in resources}
     return {k for k in kinds if k[0] and k[1]}
 
 
 def _failed(
-    runtime: Runtime, app: AppRecord, cluster: str, intent: Intent, error: FleetError
+    runtime: Runtime,
+    app: AppRecord,
+    cluster: str,
+    intent: Intent,
+    error: FleetError,
+    lease: HeldLease | None = None,
 ) -> Answer:
     message, instance = f"delete failed: {error}", instance_key(app.name, cluster)
-    runtime.store.set_status(
-        app.name,
-        cluster,
-        InstanceStatus(sync_status=SyncStatus.UNKNOWN, health=Health.UNKNOWN, message=message),
-    )
+    failed = InstanceStatus(sync_status=SyncStatus.UNKNOWN, health=Health.UNKNOWN, message=message)
+    status.put(runtime.store, app.name, cluster, failed, lease)
     policy = app.sync_policy.retry
     if intent.attempt < policy.limit:
         wait = backoff.delay(

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from api.appschemas import RollbackIn, SyncIn
 from api.auth import Principal, authorize, require_writer
 from api.deps import DispatcherDep, SettingsDep, StoreDep
+from api.routes import plans
 from api.routes.apps import not_deleting, visible_app
 from api.syncs import request_syncs
 from api.views import (
@@ -68,13 +69,31 @@ def sync_app(
     reason = "" if body.dry_run else blocked_reason(record, Trigger.MANUAL, datetime.now(UTC))
     if reason:
         raise HTTPException(409, reason)
+    revision = body.revision
+    if not body.dry_run:  # a stored plan, a prune allowance, a project requiring a plan
+        if body.plan and body.revision:
+            raise HTTPException(422, "give a plan or a revision, not both: a plan has its own")
+        if body.plan and body.prune is not None:
+            raise HTTPException(
+                422, "give a plan or prune, not both: a plan was made with the app's syncPolicy"
+            )
+        planned = plans.sync_gate(
+            store,
+            principal,
+            record,
+            clusters,
+            plan_id=body.plan,
+            allow_prune_over_budget=body.allow_prune_over_budget,
+        )
+        revision = planned if body.plan else body.revision
     enqueued = request_syncs(
         dispatcher,
         record,
         clusters,
         trigger=Trigger.MANUAL,
-        revision=body.revision,
+        revision=revision,
         dry_run=body.dry_run,
+        prune=body.prune,
     )
     jobs = enqueued.jobs()
     store.log.set_operation(
@@ -87,7 +106,10 @@ def sync_app(
             jobs=jobs,
         ),
     )
-    log.info("app %s sync requested by %s on %s", name, principal.name, ", ".join(clusters))
+    pruning = "" if body.prune is None else f" (prune {'on' if body.prune else 'off'})"
+    log.info(
+        "app %s sync%s requested by %s on %s", name, pruning, principal.name, ", ".join(clusters)
+    )
     return Accepted(app=record.name, trace_id=enqueued.trace_id, jobs=jobs)
 
 

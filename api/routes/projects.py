@@ -7,6 +7,11 @@ revokes its member tokens. `webhookSecret` is write-only, as git credentials are
 encrypted, answered only as `hasWebhookSecret`, kept by a PUT that leaves it out and dropped by
 `"webhookSecret": null` (`api.routes.webhooks` says what it opens).
 `sourceRepos` globs are parsed on write (`fleet.control.sourcerepos`, 422 naming the bad one).
+
+`/projects/{name}/age-key` holds the project's age private key, which decrypts the
+SOPS-encrypted Secrets its apps render (`fleet.control.registry.agekeys`): an admin or a member
+of the project PUTs it (`{"ageKey": "AGE-SECRET-KEY-1..."}`), GET and PUT answer only whether
+one is stored, its public `keyId` and when it was set, and DELETE drops it. Never returned.
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ from __future__ import annotations
 import logging
 
 from fastapi import APIRouter, Depends, HTTPException, Response
+from pydantic import SecretStr
 
-from api.auth import Principal, authorize, can_see, require_admin, require_project
+from api.auth import Principal, authorize, can_see, require_admin, require_project, require_writer
 from api.deps import StoreDep
-from api.schemas import ProjectIn
+from api.schemas import ApiModel, ProjectIn
+from fleet.control.registry.agekeys import AgeKeyInfo
 from fleet.control.sourcerepos import parse_glob
+from fleet.engine.render.sops import check_age_key
 
 log = logging.getLogger("api.projects")
 router = APIRouter(prefix="/projects", tags=["projects"], dependencies=[Depends(authorize)])
@@ -73,4 +81,56 @@ def delete_project(name: str, store: StoreDep, principal: Principal) -> Response
     require_admin(principal, "delete projects")
     store.delete_project(name)
     log.info("project %s deleted by %s", name, principal.name)
+    return Response(status_code=204)
+
+
+class AgeKeyIn(ApiModel):
+    """An age private key (what `age-keygen` writes; comment lines are dropped)."""
+
+    age_key: SecretStr
+
+
+class AgeKeyOut(ApiModel):
+    """What is shown of a project's age key: never the key itself."""
+
+    project: str
+    stored: bool
+    key_id: str = ""
+    updated: str = ""
+
+    @classmethod
+    def of(cls, info: AgeKeyInfo) -> AgeKeyOut:
+        return cls(
+            project=info.project, stored=info.stored, key_id=info.key_id, updated=info.updated
+        )
+
+
+def _may_manage_key(principal: Principal, name: str) -> None:
+    require_project(principal, name)
+    require_writer(principal, f"manage the age key of project {name}")
+
+
+@router.put("/{name}/age-key", response_model=AgeKeyOut)
+def put_age_key(name: str, body: AgeKeyIn, store: StoreDep, principal: Principal) -> AgeKeyOut:
+    _may_manage_key(principal, name)
+    try:
+        key = check_age_key(body.age_key.get_secret_value())
+    except ValueError as e:
+        raise HTTPException(422, f"ageKey: {e}") from None
+    info = store.age_keys.put(name, key)
+    log.info("age key %s of project %s stored by %s", info.key_id, name, principal.name)
+    return AgeKeyOut.of(info)
+
+
+@router.get("/{name}/age-key", response_model=AgeKeyOut)
+def get_age_key(name: str, store: StoreDep, principal: Principal) -> AgeKeyOut:
+    require_project(principal, name)
+    return AgeKeyOut.of(store.age_keys.info(name))
+
+
+@router.delete("/{name}/age-key", status_code=204)
+def delete_age_key(name: str, store: StoreDep, principal: Principal) -> Response:
+    _may_manage_key(principal, name)
+    store.age_keys.delete(name)
+    log.info("age key of project %s deleted by %s", name, principal.name)
     return Response(status_code=204)

@@ -47,6 +47,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import request_syncs
+from fleet.control.commitclock import CommitClock
 from fleet.control.deliveries import Deliveries, Signers, signers, too_old
 from fleet.control.policy import blocked_reason
 from fleet.control.pushes import Push, PushLog, Specs, changed_paths, unaffected
@@ -166,6 +167,8 @@ def _trigger(
         and normalize_repo(app.source.repo) in push.urls
         and revision_matches(app.source.revision, push.ref, push.default_branch)
     ]
+    if matching and push.after:  # the commit-to-healthy clock starts at the receipt
+        CommitClock(store.redis, store.keys).pushed(push.urls, push.after)
     clusters = store.list_clusters()
     targets = {app.name: store.instances(app, clusters) for app in matching}
     left_alone = _unaffected(store, matching, targets, push, signed)

@@ -1,7 +1,7 @@
 """Build the testbed's binaries from pinned Go modules, once per pin set.
 
 Each folder under `gomod/` is a Go module whose go.mod and go.sum pin one tool (Kubernetes
-components, kwok, helm) through `tool` directives. A module's binaries land in
+components, kwok, helm, sops and age) through `tool` directives. A module's binaries land in
 `<cache>/testbed/<module>-<key>/`, where the key hashes the module's go.mod, go.sum, the link
 flags and the Go version: a rebuild happens only when a pin changes. `tools/` holds symlinks to
 the current binaries so that one folder can go on PATH or into GITFLEET_TOOLS_DIR.
@@ -66,6 +66,15 @@ MODULES = (
     GoModule("kwok", ("sigs.k8s.io/kwok/cmd/kwok",)),
     GoModule("helm", ("helm.sh/helm/v3/cmd/helm",)),
     GoModule("etcd", ("go.etcd.io/etcd/server/v3",), names=("etcd",)),
+    # sops decrypts SOPS-encrypted manifests at render time; age and age-keygen make keys
+    GoModule(
+        "sops",
+        (
+            "github.com/getsops/sops/v3/cmd/sops",
+            "filippo.io/age/cmd/age",
+            "filippo.io/age/cmd/age-keygen",
+        ),
+    ),
 )
 
 

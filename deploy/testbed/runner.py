@@ -260,14 +260,36 @@ def _start_controllers(state: TestbedState, plan: ClusterPlan, bins: dict[str, P
     state.save()
 
 
-def _node(name: str) -> dict[str, Any]:
+NODE_REGION = "testbed-1"
+NODE_ZONES = ("testbed-1a", "testbed-1b", "testbed-1c")
+NODE_INSTANCE_TYPE = "kwok-32c-256g"  # what the capacity below describes
+
+
+def node_labels(name: str, index: int) -> dict[str, str]:
+    """The well-known labels a real node carries, so charts that select on them (most public
+    charts set `nodeSelector: kubernetes.io/os: linux`) schedule onto kwok nodes; the zones are
+    spread over the nodes round-robin, all in one region."""
+    return {
+        "type": "kwok",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",  # older charts still select on the beta labels
+        "beta.kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": NODE_INSTANCE_TYPE,
+        "topology.kubernetes.io/region": NODE_REGION,
+        "topology.kubernetes.io/zone": NODE_ZONES[index % len(NODE_ZONES)],
+    }
+
+
+def _node(name: str, index: int = 0) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {FAKE_NODE_ANNOTATION: "fake"},
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+            "labels": node_labels(name, index),
         },
         "spec": {},
         "status": {
@@ -286,7 +308,7 @@ def _create_nodes(plan: ClusterPlan, nodes: int) -> None:
             ca_pem=plan.ca_pem(),
             token=token,
             method="POST",
-            body=_node(f"kwok-node-{i}"),
+            body=_node(f"kwok-node-{i}", i),
         )
         if status not in (201, 409):
             raise StartError(f"creating node kwok-node-{i} in {plan.name} failed: {body}")

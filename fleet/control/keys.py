@@ -17,15 +17,21 @@ The registry (`fleet.control.registry`):
                                                (`fleet.control.registry.gitcreds`)
     <p>:registry:generation                    bumped by every registry write, see
                                                `fleet.control.registry.transact`
+    <p>:registry:app-changes                   sorted set app name -> generation of its last
+                                               write; with <p>:registry:app-changes-floor,
+                                               see `fleet.control.registry.appcache`
     <p>:secret-key                             the Fernet key made when GITFLEET_SECRET_KEY is
                                                unset (`fleet.control.registry.secrets`)
     <p>:project-webhook-secret:<name>          Fernet-encrypted webhook secret of a project
+    <p>:project-age-key:<name>                 Fernet-encrypted age key of a project (SOPS)
     <p>:tokens, <p>:token:<sha256>             token name -> digest, digest -> TokenRecord
                                                (expiring with the token, when it has an expiry)
     <p>:bootstrap-token-generated              set once the first start generated an admin token
     <p>:status:<app>                           hash cluster -> status JSON (written by workers)
     <p>:history:<app>:<cluster>                list of sync records, newest first
     <p>:operation:<app>                        last operation requested through the API
+    <p>:ui-session:<id>                        a web UI session (`api.ui.session`): the token's
+                                               digest and the CSRF token, with its TTL
     <p>:stats:syncs                            hash result -> count, for /metrics
     <p>:stats:duration:sync                    histogram of whole syncs: bucket upper bound ->
     <p>:stats:duration:stage:<stage>           count, plus `sum` and `count`; one per stage
@@ -37,6 +43,17 @@ Pushes (`fleet.control.pushes`):
     <p>:pushes:<repo>:<ref>:<project>          one per project with its own webhook secret
     <p>:delivery:<id>                          a webhook delivery id seen, with a TTL
                                                (`fleet.control.deliveries`)
+
+Notifications (`fleet.control.notifications`) and the commit-to-healthy clock
+(`fleet.control.commitclock`): see `Keys.notify` and `Keys.commit_clock`:
+
+    <p>:notify:<part>                          subscriptions, their secrets, dedup state,
+                                               the delivery queue and delivery results
+    <p>:commit-clock:<part>                    push times, per-instance clocks, histograms
+    <p>:appset:<part>                          app sets and their status (`Keys.appset`)
+    <p>:plan:<part>                            sync plans, the plan each instance's next
+                                               sync runs, one-time prune allowances
+                                               (`Keys.plan`, `fleet.control.plans`)
 
 Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
 
@@ -51,6 +68,10 @@ Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
     <p>:scheduler:lease:<name>                 the scheduler lock (`coordinator`), a lease
     <p>:scheduler:last                         hash instance -> when an interval sync was asked
     <p>:scheduler:blocked                      hash instance -> why a sync window blocks it
+    <p>:rollouts                               set of apps with a rollout state
+    <p>:rollout:<app>                          a progressive rollout's state (JSON)
+    <p>:rollout-pins:<app>                     hash cluster -> the revision the instance syncs
+                                               at (`fleet.control.rollouts.state`)
 
 The worker (`worker.journal`):
 
@@ -74,6 +95,8 @@ class Keys:
         self.p = prefix
         self.pattern = f"{prefix}:*"  # a SCAN pattern that matches every key below
         self.generation = f"{prefix}:registry:generation"
+        self.app_changes = f"{prefix}:registry:app-changes"
+        self.app_changes_floor = f"{prefix}:registry:app-changes-floor"
         self.clusters = f"{prefix}:clusters"
         self.projects = f"{prefix}:projects"
         self.apps = f"{prefix}:apps"
@@ -90,6 +113,7 @@ class Keys:
         self.scheduler_last = f"{prefix}:scheduler:last"
         self.scheduler_blocked = f"{prefix}:scheduler:blocked"
         self.journal = f"{prefix}:journal"
+        self.rollouts = f"{prefix}:rollouts"
 
     # -- the registry -------------------------------------------------------------------------
 
@@ -117,6 +141,10 @@ class Keys:
     def project_webhook_secret(self, name: str) -> str:
         return f"{self.p}:project-webhook-secret:{name}"
 
+    def project_age_key(self, name: str) -> str:
+        """The project's age key for SOPS files, encrypted (`fleet.control.registry.agekeys`)."""
+        return f"{self.p}:project-age-key:{name}"
+
     def token(self, digest: str) -> str:
         return f"{self.p}:token:{digest}"
 
@@ -128,6 +156,9 @@ class Keys:
 
     def operation(self, app: str) -> str:
         return f"{self.p}:operation:{app}"
+
+    def ui_session(self, session_id: str) -> str:
+        return f"{self.p}:ui-session:{session_id}"
 
     def stage_durations(self, stage: str) -> str:
         """The histogram of one sync stage; `stage_durations("*")` is a SCAN pattern for all."""
@@ -149,6 +180,32 @@ class Keys:
         """A webhook delivery id already accepted (`fleet.control.deliveries`)."""
         return f"{self.p}:delivery:{delivery_id}"
 
+    # -- notifications and the commit-to-healthy clock -----------------------------------------
+
+    def appset(self, part: str) -> str:
+        """App sets (`fleet.control.appsets`): `names` (set of names), `set:<name>` (the
+        AppSetRecord JSON), `status:<name>` (what its last reconcile made or refused)."""
+        return f"{self.p}:appset:{part}"
+
+    def notify(self, part: str) -> str:
+        """Notifications (`fleet.control.notifications`): `subscriptions` (set of names),
+        `subscription:<name>`, `subscription-secret:<name>` (encrypted), `last:<app>` (the
+        last state notified per cluster and event kind), `queue` (sorted set delivery id ->
+        due time), `outbox` (hash id -> pending delivery), `deliveries:<name>` (results)."""
+        return f"{self.p}:notify:{part}"
+
+    def plan(self, part: str) -> str:
+        """Sync plans (`fleet.control.plans`): `id:<id>` (a stored plan, with a TTL),
+        `run:<app@cluster>` (the plan the next sync of the instance runs), `prune-allow:<app@
+        cluster>` (one sync of the instance may prune over the app's budget)."""
+        return f"{self.p}:plan:{part}"
+
+    def commit_clock(self, part: str) -> str:
+        """The commit-to-healthy clock (`fleet.control.commitclock`): `pushed:<repo>`
+        (revision -> when a push named it), `since:<app>` (cluster -> revision and since
+        when), `stats` (set of instances with a histogram), `stats:<app@cluster>`."""
+        return f"{self.p}:commit-clock:{part}"
+
     # -- routing and the scheduler ------------------------------------------------------------
 
     def worker(self, name: str) -> str:
@@ -166,6 +223,14 @@ class Keys:
 
     def scheduler_lease(self, name: str) -> str:
         return f"{self.p}:scheduler:lease:{name}"
+
+    def rollout(self, app: str) -> str:
+        """The state of `app`'s progressive rollout (`fleet.control.rollouts.state`)."""
+        return f"{self.p}:rollout:{app}"
+
+    def rollout_pins(self, app: str) -> str:
+        """cluster -> the revision the rollout pins `app`'s instance there to."""
+        return f"{self.p}:rollout-pins:{app}"
 
 
 class Queues:

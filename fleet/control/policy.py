@@ -30,7 +30,7 @@ Pure: no Redis, no clock, no logging.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
@@ -40,8 +40,11 @@ from fleet.control.sourcerepos import allows
 from fleet.control.windows import evaluate
 from fleet.engine.contract import SyncRequest
 from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.health.assess import HealthOptions
 from fleet.engine.plan.boundaries import Boundaries
+from fleet.engine.prune import PROPAGATIONS, PruneBudget
 from fleet.engine.render.job import RenderParams
+from fleet.engine.render.substitute import cluster_variables
 from fleet.engine.source.cache import GitCredentials
 from fleet.engine.source.remotes import (
     RemotePolicy,
@@ -154,9 +157,14 @@ def request_for(
     dry_run: bool = False,
     credentials: GitCredentials | None = None,
     require_impersonation: bool = False,
+    cluster_labels: Mapping[str, str] | None = None,
+    age_key: str = "",
+    prune: bool | None = None,
 ) -> SyncRequest:
     """The engine request for one instance of `app`, bounded by `project` on `cluster`.
-    Raises ImpersonationRequired (see `acting_as`)."""
+    `cluster_labels` feed `${var}` substitution (`variables_for`); `age_key` is the project's
+    key for SOPS-encrypted Secrets; `prune` overrides `syncPolicy.prune` for this sync (None:
+    the policy). Raises ImpersonationRequired (see `acting_as`)."""
     policy = app.sync_policy
     return SyncRequest(
         app=app.name,
@@ -165,12 +173,17 @@ def request_for(
         revision=revision or app.source.revision,
         namespace=app.destination.namespace,
         credentials=credentials,
-        render=_render_params(app, project),
+        render=_render_params(app, project, cluster, cluster_labels or {}, age_key),
         limits=project.limits,
-        prune=policy.prune,
+        prune=policy.prune if prune is None else prune,
         allow_empty=policy.allow_empty,
         create_namespace=policy.create_namespace,
+        health=HealthOptions(
+            ingress_needs_address=policy.ingress_needs_address,
+            custom_resource_health=policy.custom_resource_health,
+        ),
         dry_run=dry_run,
+        timeout=policy.timeout_s,
         ignore=_ignore_rules(app),
         boundaries=boundaries_for(project, cluster),
         app_uid=app.owner_uid,
@@ -178,6 +191,8 @@ def request_for(
         adopt_legacy=not app.uid,
         service_account=acting_as(app, project, cluster, required=require_impersonation),
         trigger=trigger,
+        prune_budget=PruneBudget(policy.prune_budget_count, policy.prune_budget_percent),
+        prune_propagation=PROPAGATIONS.get(policy.prune_propagation, "Background"),
     )
 
 
@@ -196,12 +211,22 @@ class WindowBlock:
 
 def window_block(app: AppRecord, trigger: Trigger, now: datetime) -> WindowBlock:
     """Whether the app's sync windows block a `trigger` sync at `now`. An automated trigger
-    needs the windows to allow automated syncs, any other manual ones."""
+    needs the windows to allow automated syncs, any other manual ones. A suspended app blocks
+    every automated trigger (`broken`, so its status says so); a person's sync still runs."""
+    if trigger.automated and app.sync_policy.suspended:
+        return WindowBlock(suspended_reason(app.name), broken=True)
     verdict = evaluate(app.sync_policy.sync_windows, app.name, now)
     allowed = verdict.automated_allowed if trigger.automated else verdict.manual_allowed
     if allowed:
         return WindowBlock("", broken=False)
     return WindowBlock(verdict.reason, broken=verdict.broken)
+
+
+def suspended_reason(app: str) -> str:
+    return (
+        f"app {app} is suspended: no automated sync (interval, webhook, self-heal, rollout); "
+        f"a manual sync still runs; resume with `gitfleet app resume {app}`"
+    )
 
 
 def blocked_reason(app: AppRecord, trigger: Trigger, now: datetime) -> str:
@@ -218,9 +243,29 @@ def _not_allowed(app: AppRecord, project: ProjectRecord) -> str:
     )
 
 
-def _render_params(app: AppRecord, project: ProjectRecord) -> RenderParams:
+def variables_for(
+    app: AppRecord, cluster: str, labels: Mapping[str, str]
+) -> tuple[tuple[str, str], ...] | None:
+    """The `${var}` values of `app` on `cluster`, or None when the app has no `postBuild`:
+    its `substitute` parameters, then `cluster_name` and `cluster_label_<key>`, which an app
+    parameter cannot override (`fleet.engine.render.substitute.cluster_variables`)."""
+    if app.post_build is None:
+        return None
+    found = {**app.post_build.substitute, **cluster_variables(cluster, labels)}
+    return tuple(sorted(found.items()))
+
+
+def _render_params(
+    app: AppRecord,
+    project: ProjectRecord,
+    cluster: str,
+    labels: Mapping[str, str],
+    age_key: str,
+) -> RenderParams:
     helm = app.source.helm
     return RenderParams(
+        substitute=variables_for(app, cluster, labels),
+        age_key=age_key,
         release_name=app.name,
         namespace=app.destination.namespace,
         values_files=helm.value_files,

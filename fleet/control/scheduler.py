@@ -1,6 +1,8 @@
 """The coordinator's reconcile scheduler: who is due, when, and what a dead worker left behind.
 
 Every second the active scheduler
+0. reconciles the app sets, when it was given them (`fleet.control.appsets.reconcile`): their
+   generated apps are created, replaced and removed before anything is dispatched;
 1. requests an `interval` sync of every automated app instance that is due: last requested at
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
@@ -11,7 +13,8 @@ Every second the active scheduler
    API probed windows), or anything else that fails while one app is considered, blocks that
    app alone, with the reason also written as its instances' status message;
 2. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
-3. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`).
+3. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`);
+4. advances the progressive rollouts one step (`fleet.control.rollouts.controller`).
 
 Several coordinator replicas may run; one holds the lock `<p>:scheduler:lease:coordinator`
 (a `fleet.control.routing.leases` lease renewed every tick, TTL several ticks), so a replica that
@@ -37,6 +40,7 @@ from datetime import UTC, datetime
 from opentelemetry import propagate
 from redis.typing import EncodableT, FieldT
 
+from fleet.control.appsets.reconcile import AppSets
 from fleet.control.backoff import next_due
 from fleet.control.connection import TRANSIENT, Outage
 from fleet.control.keys import Keys
@@ -45,6 +49,8 @@ from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import InstanceStatus
+from fleet.control.rollouts.controller import RolloutController
+from fleet.control.rollouts.heads import GitHeads, Heads
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.sharding import NoWorkers
@@ -67,6 +73,7 @@ class TickReport:
     blocked: dict[str, str] = field(default_factory=dict)
     pumped: int = 0
     recovered: list[str] = field(default_factory=list)
+    rollouts: list[str] = field(default_factory=list)
 
 
 class Scheduler:
@@ -79,8 +86,11 @@ class Scheduler:
         lock_ttl: float = 10.0,
         recover_grace: float = 10.0,
         holder: str | None = None,
+        appsets: AppSets | None = None,
+        heads: Heads | None = None,
     ) -> None:
         self.store = store
+        self.appsets = appsets  # reconciled first in every tick (`fleet.control.appsets`)
         self.dispatcher = dispatcher
         self.period = period
         self.lock_ttl = lock_ttl
@@ -90,6 +100,7 @@ class Scheduler:
         self.lock = Lease(store.redis, keys.scheduler_lease)
         self.last_key = keys.scheduler_last
         self.blocked_key = keys.scheduler_blocked
+        self.rollouts = RolloutController(store, dispatcher, heads or GitHeads(store))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -99,14 +110,28 @@ class Scheduler:
         now = time.time() if now is None else now
         if not self._lead():
             return TickReport(leader=False)
+        self._reconcile_appsets()
         try:
             dispatched, blocked = self._dispatch_due(now)
             pumped = len(self.dispatcher.pump(now))
             recovered = self.dispatcher.recover(now, grace=self.recover_grace)
+            rollouts = self.rollouts.tick(now)
         except NoWorkers:
             log.warning("no live worker: nothing dispatched; start a worker")
             return TickReport(leader=True)
-        return TickReport(True, dispatched, blocked, pumped, recovered)
+        return TickReport(True, dispatched, blocked, pumped, recovered, rollouts)
+
+    def _reconcile_appsets(self) -> None:
+        """Create, replace and remove the apps of every app set before dispatching, so a new
+        generated app is requested in this tick; a failure here never stops the dispatch."""
+        if self.appsets is None:
+            return
+        try:
+            self.appsets.reconcile_all()
+        except TRANSIENT:
+            raise
+        except Exception:
+            log.exception("app sets not reconciled")
 
     def _lead(self) -> bool:
         lock = self.lock
@@ -248,10 +273,15 @@ def _utc(now: float) -> datetime:
 
 
 @contextmanager
-def scheduling(store: Store, dispatcher: Dispatcher) -> Iterator[Scheduler]:
+def scheduling(
+    store: Store,
+    dispatcher: Dispatcher,
+    appsets: AppSets | None = None,
+    heads: Heads | None = None,
+) -> Iterator[Scheduler]:
     """Run a scheduler in its thread for the block, and stop it (releasing the lock) after:
     the API lifespan's hook, with the dispatcher the lifespan opened."""
-    scheduler = Scheduler(store, dispatcher)
+    scheduler = Scheduler(store, dispatcher, appsets=appsets, heads=heads)
     scheduler.start()
     try:
         yield scheduler

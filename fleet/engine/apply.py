@@ -3,17 +3,18 @@
 `Applier.decide` compares each desired object with its live state (`diff.compare`) and, where
 the local comparison says something changed, confirms it with a dry-run apply: the dry-run's
 answer equal to live means no drift (defaulting explained the difference). The same dry-run is
-the validation: `Applier.validate_all` raises one ApplyError naming every object the server
-refuses, before anything is written. Objects whose API does not exist yet (a custom resource of
-a CRD in the same sync) or whose namespace this sync creates cannot be dry-run and are
-validated when applied.
+the validation: a refusal is kept on the decision (`dry_run_error`), and
+`fleet.engine.validate` fails the sync naming every refused object before anything is written.
+Objects whose API does not exist yet (a custom resource of a CRD in the same sync) or whose
+namespace this sync creates are not dry-run here: `fleet.engine.validate` writes the Namespaces
+and CRDs they need first and dry-runs them right after (`Decision.validated` tells them apart).
 
 `diff_live` is stage 4 of a sync on top of that: it reads the live objects, refuses every object
 another application tracks (one OwnershipConflict naming them all; another app of the same name
 is another application: ownership is by uid, `tracking.Ownership`), finds the namespace to
 create first, decides, leaves alone an object whose self-heal is paused by annotation unless a
-person asked for the sync, and validates; it returns the decisions with the stage's
-`StageReport`.
+person asked for the sync, and dry-runs what the cluster can dry-run now; it returns the
+decisions with the stage's `StageReport`.
 
 Every write goes through `apply_one`, which first checks the object against the project's
 boundaries with the scope the cluster reports (`fleet.engine.scope`): desired objects, hooks,
@@ -63,9 +64,13 @@ class Decision:
     dry_run_error: str = ""
     replace: bool = False
     skip_reason: str = ""
+    validated: bool = False  # a server-side dry-run answered for it (`dry_run_error` if refused)
+    written_early: Action | None = None  # a Namespace or CRD written before the dry-run's end
 
     @property
     def action(self) -> Action:
+        if self.written_early is not None:
+            return self.written_early
         if self.skip_reason:
             return Action.SKIPPED
         if not self.apply:
@@ -132,17 +137,20 @@ class Applier:
             return decision
         decision.apply = True
         if can_dry_run:
-            self._confirm(decision)
+            self.confirm(decision)
         return decision
 
-    def _confirm(self, decision: Decision) -> None:
+    def confirm(self, decision: Decision) -> None:
+        """Dry-run the apply of `decision`: a refusal lands in `dry_run_error`, an answer equal
+        to the live object means nothing to apply."""
+        decision.validated = True
         try:
             answer = self.kube.apply(decision.desired, force=self.force, dry_run=True)
         except KubeApiError as e:
             if _is_immutable(e) and tracking.wants_replace(decision.desired):
                 decision.replace = True
             else:
-                decision.dry_run_error = _explain(decision.ref, e)
+                decision.dry_run_error = _explain(decision.ref, e, failed="dry-run refused")
             return
         if decision.live is not None and diff.normalize(answer) == diff.normalize(decision.live):
             decision.apply = False
@@ -153,15 +161,6 @@ class Applier:
         return list(
             self.pool.map(lambda i: self.decide(i[0], i[1], ignore=ignore, can_dry_run=i[2]), items)
         )
-
-    @staticmethod
-    def validate_all(decisions: Sequence[Decision]) -> None:
-        refused = [d.dry_run_error for d in decisions if d.dry_run_error]
-        if refused:
-            raise ApplyError(
-                f"server-side dry-run refused {len(refused)} object(s); nothing was written:\n  "
-                + "\n  ".join(refused)
-            )
 
     # -- apply --------------------------------------------------------------------------------
 
@@ -230,6 +229,7 @@ class LiveDiff:
     report: StageReport
     decisions: dict[ObjectRef, Decision] = field(default_factory=dict)
     create_namespace: str = ""
+    new_namespaces: frozenset[str] = frozenset()  # declared or created by this sync, not live
 
 
 def diff_live(
@@ -239,9 +239,9 @@ def diff_live(
     ownership: tracking.Ownership | None = None,
 ) -> LiveDiff:
     """Compare `resources` with the cluster and decide (see the module docstring). The report
-    carries the OwnershipConflict instead of raising it; an ApplyError from validation is
-    raised. `ownership`: what the sync may treat as its own (default: the request's owner,
-    no legacy ids)."""
+    carries the OwnershipConflict instead of raising it; dry-run refusals stay on the decisions
+    for `fleet.engine.validate`, which fails the sync on any. `ownership`: what the sync may
+    treat as its own (default: the request's owner, no legacy ids)."""
     kube = applier.kube
     refs = [ObjectRef.of(o) for o in resources]
     servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
@@ -258,9 +258,8 @@ def diff_live(
     ]
     decisions = applier.decide_all(items, request.ignore)
     paused = not request.trigger.by_person and _respect_self_heal_pause(decisions)
-    Applier.validate_all(decisions)
     report = StageReport(compared=True, undone=paused)
-    return LiveDiff(report, {d.ref: d for d in decisions}, create)
+    return LiveDiff(report, {d.ref: d for d in decisions}, create, frozenset(new_namespaces))
 
 
 def _respect_self_heal_pause(decisions: list[Decision]) -> bool:
@@ -327,9 +326,9 @@ def _is_immutable(e: KubeApiError) -> bool:
     return e.status == 422 and "immutable" in str(e).lower()
 
 
-def _explain(ref: ObjectRef, e: KubeApiError) -> str:
+def _explain(ref: ObjectRef, e: KubeApiError, *, failed: str = "apply failed") -> str:
     message = str(e).split(": ", 1)[-1] if ": " in str(e) else str(e)
-    text = f"{ref} apply failed ({e.reason or e.status}): {message}"
+    text = f"{ref} {failed} ({e.reason or e.status}): {message}"
     if _is_immutable(e):
         text += f" {REPLACE_HINT}"
     return text

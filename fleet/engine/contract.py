@@ -9,16 +9,20 @@ sync records carry the same fields and a few more (`fleet.control.registry.syncr
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from fleet.engine.diff.compare import IgnoreRules
+from fleet.engine.health.assess import HealthOptions
 from fleet.engine.limits import Limits
 from fleet.engine.plan.boundaries import Boundaries
 from fleet.engine.plan.tracking import Owner
+from fleet.engine.prune import PruneBudget
 from fleet.engine.render.job import RenderParams
 from fleet.engine.source.cache import GitCredentials
+from fleet.engine.syncplan import PlanCheck, PlannedChange
 from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import Action, Health, ObjectRef, SyncStatus, Trigger
 
@@ -38,6 +42,20 @@ class SyncGuard(Protocol):
         """Take a token greater than `past` (found in the cluster while the guard passes: the
         token counter was reset, e.g. a restored registry); LeaseLost when not current."""
         ...
+
+
+@dataclass(frozen=True)
+class NewerRequest:
+    """A sync of the same instance requested while this one runs (the worker reads it from its
+    pending syncs; the engine never imports Redis). `revision`: what it asks for (a commit,
+    tag or branch); `key` differs from one request to the next, so each is resolved once."""
+
+    revision: str
+    key: str
+
+
+NewerRequests = Callable[[], "NewerRequest | None"]
+"""The newest sync requested for the instance while this one runs, or None."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +80,11 @@ class SyncRequest:
     boundaries: Boundaries = field(default_factory=Boundaries)  # the project's, on this cluster
     service_account: ServiceAccount | None = None  # act as it: the client must impersonate it
     trigger: Trigger = Trigger.MANUAL
+    # a retry of a failed sync (`Intent.is_retry`): it runs its hooks even with nothing to apply
+    retry: bool = field(default=False, repr=False, compare=False)
     fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
     limits: Limits = field(default_factory=Limits)  # the project's bounds on fetch and render
+    health: HealthOptions = field(default_factory=HealthOptions)  # the app's health choices
     # Who the app is (`tracking.Owner`): the registry's uid for life; without one (the one-shot
     # CLI, tests) a uid derived from the name, so repeated runs are one app. `adopt_legacy`: the
     # app predates uids, so it adopts its legacy inventory (`fleet.engine.inventory`).
@@ -73,6 +94,17 @@ class SyncRequest:
     # The lease this sync holds (None: standalone, unfenced). Checked before each wave, before
     # prune and before the record; its token fences the inventory write.
     guard: SyncGuard | None = field(default=None, repr=False, compare=False)
+    # Asked at each safe point of a wave's health wait: a newer revision requested meanwhile
+    # cancels the wait and the sync re-plans with it (`fleet.engine.supersede`).
+    newer: NewerRequests | None = field(default=None, repr=False, compare=False)
+    # Prune options (`fleet.engine.prune`): the most one sync may delete, unless a person
+    # allowed this sync over it; the delete calls' propagationPolicy (API spelling).
+    prune_budget: PruneBudget = field(default_factory=PruneBudget)
+    allow_prune_over_budget: bool = False
+    prune_propagation: str = "Background"
+    # Run exactly a stored plan (`fleet.engine.syncplan`): called before the first write with
+    # the resolved commit and the digest of what the sync would do; raises PlanMoved.
+    plan_check: PlanCheck | None = field(default=None, repr=False, compare=False)
 
     @property
     def fence(self) -> int:
@@ -120,6 +152,34 @@ class ResourceResult:
         }
 
 
+MAX_WAVE_TIMINGS = 50
+"""The most waves a sync result (and its record) times; the later ones are left out."""
+
+
+@dataclass(frozen=True)
+class WaveTiming:
+    """When one wave of the apply stage ran: its phase (PreSync, Sync, PostSync, SyncFail for
+    the SyncFail hooks) and number, seconds from the start of the apply stage to its start,
+    how long it took (applies and health wait), its objects, and whether it failed."""
+
+    phase: str
+    number: int
+    offset: float
+    seconds: float
+    objects: int
+    failed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "number": self.number,
+            "offset": self.offset,
+            "seconds": self.seconds,
+            "objects": self.objects,
+            "failed": self.failed,
+        }
+
+
 @dataclass(frozen=True)
 class SyncResult:
     app: str
@@ -137,6 +197,13 @@ class SyncResult:
     stages: dict[str, float] = field(default_factory=dict)
     fingerprint: str = ""
     inputs: tuple[str, ...] = ()  # repository paths the render read (`fleet.control.pushes`)
+    # What else the status must say: a wave wait cancelled for a newer revision, objects a
+    # failed wave left unapplied, a prune that did not run.
+    message: str = ""
+    # A dry run's plan (`fleet.engine.syncplan`): every object's change, and their digest.
+    plan: tuple[PlannedChange, ...] = ()
+    plan_digest: str = ""
+    waves: tuple[WaveTiming, ...] = ()  # the apply stage's waves, in the order they ran
 
     @property
     def succeeded(self) -> bool:
@@ -158,5 +225,12 @@ class SyncResult:
             "stages": dict(self.stages),
             "fingerprint": self.fingerprint,
             "inputs": list(self.inputs),
+            "message": self.message,
             "resources": [r.to_json() for r in self.resources],
+            "waves": [w.to_json() for w in self.waves],
+            **(
+                {"plan": [c.to_json() for c in self.plan], "plan_digest": self.plan_digest}
+                if self.plan_digest
+                else {}
+            ),
         }

@@ -23,7 +23,8 @@ Fencing: a sync that holds a lease (`SyncRequest.guard`) stamps its fencing toke
 `fence` and saves with the `resourceVersion` it read at the start of the sync (a create when
 there was none), so the API server itself refuses (409 Conflict) the write of a holder whose
 lease was taken over and whose successor wrote in between; a stored token greater than ours is
-refused before any request. Both raise `LeaseLost`.
+refused before any request. Both raise `LeaseLost`. A fenced teardown removes the inventory the
+same way (`remove`: a DELETE with a `resourceVersion` precondition).
 """
 
 from __future__ import annotations
@@ -216,6 +217,25 @@ class InventoryStore:
     def delete(self, app: str) -> bool:
         """Remove `app`'s inventory; False when there was none."""
         return self.kube.delete(self.ref(app))
+
+    def remove(self, app: str, *, stored: Inventory, fence: int) -> bool:
+        """Remove `stored` (what a fenced teardown read), only that version of it: a newer
+        token in it, or a write since the read (409 from the API server), raise `LeaseLost`
+        and keep it. Unfenced (`fence` 0): remove whatever is there."""
+        if not fence:
+            return self.delete(app)
+        self.check_fence(app, stored, fence)
+        try:
+            return self.kube.delete(self.ref(app), resource_version=stored.resource_version)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+            raise LeaseLost(
+                f"the inventory of {app} changed since this teardown read it (409 "
+                f"{e.reason or 'Conflict'}): another worker synced it; nothing removed",
+                cluster=self.kube.name,
+                obj=str(self.ref(app)),
+            ) from e
 
     def _configmap(self, owner: Owner, text: str, fence: int = 0) -> Manifest:
         ref = self.ref(owner.app)

@@ -29,11 +29,20 @@ waits until every object of a batch is gone before starting the next. Objects st
 the deadline raise `PruneIncomplete` (a PruneError) naming every one and its finalizers, with
 the outcome of each object attached, instead of waiting forever.
 
-Propagation is Background, as in Flux: the API server removes the object at once (unless a
-finalizer holds it) and the garbage collector removes its dependents afterwards. Argo CD's
-default, Foreground, would make every Deployment wait for its ReplicaSets and Pods to go first,
-so one slow pod or a finalizer on a dependent would stall the whole prune; we wait for the
-object we own, not for what a controller made from it.
+Propagation is Background by default, as in Flux: the API server removes the object at once
+(unless a finalizer holds it) and the garbage collector removes its dependents afterwards. Argo
+CD's default, Foreground, would make every Deployment wait for its ReplicaSets and Pods to go
+first, so one slow pod or a finalizer on a dependent would stall the whole prune; we wait for the
+object we own, not for what a controller made from it. An app may choose foreground or orphan
+(`execute`'s `propagation`), and one object may override it with the annotation
+`gitfleet.io/prune-propagation: foreground|background|orphan` (`PrunePlan.propagation`).
+
+Prune runs after every wave has applied and is healthy, so every prune is Argo CD's
+`PruneLast`; an object annotated `argocd.argoproj.io/sync-options: PruneLast=true` is, in
+addition, deleted in a batch of its own after every other prune batch.
+
+A `PruneBudget` (`over_budget`) bounds how much one sync may delete: a plan over it raises
+`PruneOverBudget` before the first delete, unless a person allowed that sync.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from fleet.engine.plan.tracking import (
     TRACKING_ANNOTATION,
     Ownership,
     prune_disabled_by,
+    sync_options,
     tracking_of,
     validate_app_name,
 )
@@ -63,6 +73,8 @@ from fleet.model import Action, Manifest, ObjectRef
 
 PROTECTED = frozenset({("apiextensions.k8s.io", "CustomResourceDefinition"), ("", "Namespace")})
 PROPAGATION = "Background"
+PROPAGATION_ANNOTATION = "gitfleet.io/prune-propagation"
+PROPAGATIONS = {"background": "Background", "foreground": "Foreground", "orphan": "Orphan"}
 WORKERS = 8
 POLL_FIRST, POLL_MAX = 0.1, 1.0
 Progress = Callable[[str], None]
@@ -71,13 +83,16 @@ R = TypeVar("R")
 
 __all__ = [
     "PROTECTED",
+    "PruneBudget",
     "PruneIncomplete",
     "PruneOutcome",
+    "PruneOverBudget",
     "PrunePlan",
     "check_boundaries",
     "execute",
     "find_labelled",
     "keep_reason",
+    "over_budget",
     "plan",
     "read_live",
 ]
@@ -93,6 +108,47 @@ class PrunePlan:
     delete: tuple[tuple[ObjectRef, int], ...]
     kept: tuple[tuple[ObjectRef, str], ...]
     terminating: tuple[tuple[ObjectRef, int], ...] = ()
+    # per-object choices read from the live objects: a propagation policy (API spelling) and
+    # the objects marked PruneLast=true, deleted after every other batch
+    propagation: tuple[tuple[ObjectRef, str], ...] = ()
+    last: frozenset[ObjectRef] = frozenset()
+
+
+@dataclass(frozen=True)
+class PruneBudget:
+    """At most `max_count` objects (0: no limit) or `max_percent` of the app's objects (0: no
+    limit) deleted by one sync."""
+
+    max_count: int = 0
+    max_percent: float = 0.0
+
+    @property
+    def limited(self) -> bool:
+        return self.max_count > 0 or self.max_percent > 0
+
+
+class PruneOverBudget(PruneError):
+    """A sync would delete more than the app's prune budget: nothing was deleted. A person
+    must allow it, so it is not retried (its own stage tells the worker)."""
+
+    stage = "prune-budget"
+    retryable = False
+
+
+def over_budget(budget: PruneBudget, *, deleting: int, owned: int) -> str:
+    """Why deleting `deleting` of the app's `owned` objects breaks `budget`; "" when it does
+    not. `owned` counts what the app declares now plus what it would delete."""
+    if not deleting or not budget.limited:
+        return ""
+    share = 100.0 * deleting / max(owned, 1)
+    if budget.max_count and deleting > budget.max_count:
+        return f"{deleting} object(s), more than the budget of {budget.max_count}"
+    if budget.max_percent and share > budget.max_percent:
+        return (
+            f"{deleting} of {owned} object(s) ({share:.0f}%), more than the budget of "
+            f"{budget.max_percent:g}%"
+        )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -209,6 +265,8 @@ def plan(
     """
     objects = _live_index(labelled, live)
     delete, kept, terminating = [], [], []
+    propagation: list[tuple[ObjectRef, str]] = []
+    last: set[ObjectRef] = set()
     for key, (ref, wave) in sorted(_candidates(inventory, labelled, desired).items()):
         obj = objects.get(key)
         if obj is None:
@@ -219,8 +277,22 @@ def plan(
         elif (obj.get("metadata") or {}).get("deletionTimestamp"):
             terminating.append((_served_ref(ref, obj), wave))
         else:
-            delete.append((_served_ref(ref, obj), wave))
-    return PrunePlan(tuple(delete), tuple(kept), tuple(terminating))
+            served = _served_ref(ref, obj)
+            delete.append((served, wave))
+            chosen = _propagation_of(obj)
+            if chosen:
+                propagation.append((served, chosen))
+            if sync_options(obj).get("PruneLast", "").lower() == "true":
+                last.add(served)
+    return PrunePlan(
+        tuple(delete), tuple(kept), tuple(terminating), tuple(propagation), frozenset(last)
+    )
+
+
+def _propagation_of(obj: Manifest) -> str:
+    """The object's own propagation policy (annotation), API spelling; "" when none."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return PROPAGATIONS.get(str(annotations.get(PROPAGATION_ANNOTATION, "")).lower(), "")
 
 
 # -- reading the cluster ---------------------------------------------------------------------
@@ -327,9 +399,16 @@ class _Run:
     """One `execute` call: the plan's waves, a deadline, a pool and what happened so far."""
 
     def __init__(
-        self, kube: KubeClient, pruning: PrunePlan, timeout: float, progress: Progress
+        self,
+        kube: KubeClient,
+        pruning: PrunePlan,
+        timeout: float,
+        progress: Progress,
+        propagation: str = PROPAGATION,
     ) -> None:
         self.kube, self.timeout, self.progress = kube, timeout, progress
+        self.propagation = dict(pruning.propagation)
+        self.default_propagation = propagation
         self.deadline = time.monotonic() + timeout
         self.waves = dict(pruning.delete) | dict(pruning.terminating)
         self.terminating = {ref for ref, _ in pruning.terminating}
@@ -352,7 +431,8 @@ class _Run:
 
     def _delete(self, ref: ObjectRef) -> str:
         try:
-            self.kube.delete(ref, propagation=PROPAGATION)
+            chosen = self.propagation.get(ref, self.default_propagation)
+            self.kube.delete(ref, propagation=chosen)
         except KubeApiError as e:
             return str(e)
         return ""
@@ -395,9 +475,11 @@ def execute(
     on_progress: Progress | None = None,
     boundaries: Boundaries = UNBOUNDED,
     guard: Callable[[str], None] | None = None,
+    propagation: str = PROPAGATION,
 ) -> list[PruneOutcome]:
     """Delete the plan's objects batch by batch (see the module docstring); `guard` (the
     sync's lease check) runs before each batch and raises LeaseLost to stop before deleting.
+    `propagation`: the delete calls' policy (API spelling) for objects that choose none.
 
     Returns one outcome per object, all pruned. Raises OutsideProject, deleting nothing, when
     an object lies outside `boundaries`; PruneIncomplete (carrying every outcome) when an
@@ -405,8 +487,8 @@ def execute(
     are then not attempted.
     """
     check_boundaries(kube, plan, boundaries)
-    run = _Run(kube, plan, timeout, on_progress or (lambda _: None))
-    batches = prune_order(run.waves.items())
+    run = _Run(kube, plan, timeout, on_progress or (lambda _: None), propagation)
+    batches = _with_last(prune_order(run.waves.items()), plan.last)
     with run.pool:
         for index, refs in enumerate(batches):
             if guard is not None:
@@ -416,6 +498,15 @@ def execute(
                 run.skip(ref for later in batches[index + 1 :] for ref in later)
                 raise run.fail(problems)
     return run.outcomes
+
+
+def _with_last(batches: list[list[ObjectRef]], last: frozenset[ObjectRef]) -> list[list[ObjectRef]]:
+    """`batches` with the PruneLast objects moved into one final batch."""
+    if not last:
+        return batches
+    kept = [[ref for ref in batch if ref not in last] for batch in batches]
+    final = sorted(ref for batch in batches for ref in batch if ref in last)
+    return [batch for batch in kept if batch] + ([final] if final else [])
 
 
 def check_boundaries(kube: KubeClient, plan: PrunePlan, boundaries: Boundaries) -> None:

@@ -14,8 +14,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
+from fleet.engine.contract import (
+    MAX_WAVE_TIMINGS,
+    ResourceResult,
+    SyncRequest,
+    SyncResult,
+    WaveTiming,
+)
 from fleet.engine.health import assess as health
+from fleet.engine.syncplan import PlannedChange
 from fleet.errors import FleetError, HealthTimeout
 from fleet.model import Action, Health, ObjectRef, SyncStatus
 
@@ -32,7 +39,11 @@ class StageReport:
     resources: tuple[ResourceResult, ...] = ()  # objects acted on, in the order acted on
     writes: int = 0  # writes to the cluster: applies, deletes, the inventory
     undone: bool = False  # differences from git left in place on purpose (dry run, self-heal
-    # paused by annotation, objects that need --prune)
+    # paused by annotation, objects that need --prune), or not applied (a wave failed)
+    note: str = ""  # what the status must say besides the error (`SyncResult.message`)
+    plan: tuple[PlannedChange, ...] = ()  # a dry run's plan, and its digest (`syncplan`)
+    plan_digest: str = ""
+    waves: tuple[WaveTiming, ...] = ()  # apply: when each wave started and how long it took
     error: FleetError | None = None  # what stopped the stage, after the work reported above
 
 
@@ -55,7 +66,8 @@ def fold(
     finished: datetime,
 ) -> SyncResult:
     """The `SyncResult` of a sync whose stages reported `reports` and that stopped on `error`
-    (None when it ran to the end); `seconds` is how long each stage took."""
+    (None when it ran to the end); `seconds` is how long each stage took. The waves are the
+    latest report's that timed any (the apply stage's), the first `MAX_WAVE_TIMINGS` of them."""
     resources = merge_resources(reports)
     return SyncResult(
         app=request.app,
@@ -73,6 +85,10 @@ def fold(
         stages=dict(seconds),
         fingerprint=_latest(r.fingerprint for r in reports),
         inputs=next((r.inputs for r in reversed(reports) if r.inputs), ()),
+        message="; ".join(r.note for r in reports if r.note),
+        plan=next((r.plan for r in reversed(reports) if r.plan_digest), ()),
+        plan_digest=_latest(r.plan_digest for r in reports),
+        waves=next((r.waves for r in reversed(reports) if r.waves), ())[:MAX_WAVE_TIMINGS],
     )
 
 
@@ -82,8 +98,9 @@ def sync_status(
     error: FleetError | None,
 ) -> SyncStatus:
     """Unknown when the sync stopped before it compared anything; OutOfSync when it failed (a
-    health timeout aside: everything was applied), an object failed, or a difference was left
-    in place; else Synced."""
+    health timeout aside: it applied what it reached), an object failed, or a difference was
+    left in place (objects a failed wave never applied, a prune that did not run, included);
+    else Synced."""
     if error is not None and not any(r.compared for r in reports):
         return SyncStatus.UNKNOWN
     failed = any(r.action == Action.FAILED for r in resources)
@@ -94,7 +111,8 @@ def sync_status(
 
 
 def app_health(resources: Iterable[ResourceResult], error: FleetError | None) -> Health:
-    """The worst health of the objects not pruned; with none, Unknown after an error."""
+    """The worst health of the objects not pruned (an object never applied counts as Missing);
+    with none, Unknown after an error."""
     statuses = [r.health for r in resources if r.action != Action.PRUNED]
     if not statuses:
         return Health.UNKNOWN if error else Health.HEALTHY

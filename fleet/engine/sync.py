@@ -1,10 +1,18 @@
 """One sync of one application to one cluster, stage by stage.
 
 `run` follows the design's stage list, numbered as in `_stages`: 1 source, 2 render, 3 order,
-4 diff (with ownership and validation), 5 apply wave by wave with health gates, 6 prune,
-7 record. Every stage is a child span of the sync's root span. A failure anywhere becomes a
-`SyncResult` with the error and its stage; nothing is written when the failure comes before the
-apply stage.
+4 diff (with ownership, and the server-side dry-run of the whole sync, hooks included:
+`fleet.engine.validate`), 5 apply wave by wave with health gates, 6 prune, 7 record. Every stage
+is a child span of the sync's root span. A failure anywhere becomes a `SyncResult` with the
+error and its stage; nothing is written when the failure comes before the apply stage, except
+the Namespaces and CRDs of the sync that other objects could not be dry-run without. After a
+failed wave, later waves and prune do not run; the result lists what was not applied and what
+was left to prune, and says so in its message.
+
+A newer revision requested while a wave waits on health (`SyncRequest.newer`) cancels the wait
+and `run` re-plans the whole sync at that commit, in the same root span, which records the
+cancellation as an event (`fleet.engine.supersede`); the result's message says what was
+cancelled for which revision.
 
 Stages return a `StageReport` of what they did (`fleet.engine.report`); this module keeps the
 reports in order, with each stage's duration, and folds them into the `SyncResult` at the end.
@@ -20,7 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,20 +38,23 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from fleet.engine import prune
+from fleet.engine import prune, syncplan
 from fleet.engine.apply import Applier, Decision, diff_live
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
 from fleet.engine.health import assess as health
 from fleet.engine.inventory import Inventory, InventoryEntry, InventoryStore
 from fleet.engine.plan import order
+from fleet.engine.plan.hooks import is_instance, runs_hooks
 from fleet.engine.plan.prepare import crd_scopes, prepare
 from fleet.engine.plan.tracking import Ownership
 from fleet.engine.prune import PrunePlan
 from fleet.engine.render.cache import RenderResult
 from fleet.engine.report import StageReport, fold, merge_resources
+from fleet.engine.supersede import MAX_REPLANS, NewerRevision, RevisionWatch
+from fleet.engine.validate import validate_sync
 from fleet.engine.waves import WaveRunner
-from fleet.errors import ApplyError, FleetError, UsageError
+from fleet.errors import ApplyError, FleetError, LeaseLost, UsageError
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
@@ -67,7 +80,18 @@ def run(
         trace_id = telemetry.trace_id_of(span)
         applier = Applier(kube, force=request.force_conflicts, boundaries=request.boundaries)
         try:
-            _stages(request, Clients(kube, own or kube), caches, applier, progress, ledger)
+            clients = Clients(kube, own or kube)
+            for replans in range(MAX_REPLANS + 1):
+                last = replans == MAX_REPLANS  # the last plan runs to its end
+                asked = dataclasses.replace(request, newer=None) if last else request
+                before = applier.writes
+                try:
+                    run_id = "" if replans else trace_id
+                    _stages(asked, clients, caches, applier, progress, ledger, run_id=run_id)
+                    break
+                except NewerRevision as newer:
+                    ledger = _replanned(ledger, newer, applier.writes - before, span)
+                    request = dataclasses.replace(request, revision=newer.commit)
         except FleetError as e:
             error = e
             telemetry.mark_failed(span, str(e))
@@ -109,6 +133,25 @@ def _stage(ledger: _Ledger, name: str, **attributes: Any) -> Iterator[Span]:
             yield span
     finally:
         ledger.seconds[name] = round(time.monotonic() - started, 4)
+
+
+def _replanned(ledger: _Ledger, newer: NewerRevision, writes: int, span: Span) -> _Ledger:
+    """A fresh ledger for the sync re-planned at `newer.commit`, which starts with what the
+    cancelled plans did: their writes and a note saying what was cancelled, for which
+    revision (the reports before the first stage's, which always names its revision)."""
+    old = _revision(ledger.reports)
+    note = f"{newer}; the sync re-planned at {newer.commit[:12]} (it was at {old[:12]})"
+    span.add_event(
+        "gitfleet.wait_cancelled",
+        {
+            "gitfleet.cancelled_revision": old,
+            "gitfleet.newer_revision": newer.commit,
+            "gitfleet.reason": str(newer),
+        },
+    )
+    span.set_attribute("gitfleet.superseded", old)
+    earlier = itertools.takewhile(lambda r: not r.revision and r.note, ledger.reports)
+    return _Ledger([*earlier, StageReport(writes=writes, note=note)], ledger.seconds)
 
 
 def _revision(reports: list[StageReport]) -> str:
@@ -206,8 +249,12 @@ def _stages(
     applier: Applier,
     progress: Progress | None,
     ledger: _Ledger,
+    *,
+    run_id: str = "",
 ) -> dict[ObjectRef, Decision]:
-    """Run the stages, keeping each one's report in `ledger`; return stage 4's decisions."""
+    """Run the stages, keeping each one's report in `ledger`; return stage 4's decisions.
+    `run_id` (the trace id) and a random part name this run's generateName hooks: a retry
+    or a merged trigger may share a trace, never a name."""
     deadline = time.monotonic() + req.timeout
     clients.check(req)
     kube = clients.kube
@@ -233,7 +280,8 @@ def _stages(
         )
     # 3. order: namespaces, ownership marks, project boundaries, phases, waves, tiers
     with _stage(ledger, "order") as span:
-        objects = _prepare(req, kube, list(rendered.objects), revision=resolved.commit)
+        run_id = f"{run_id}/{uuid.uuid4().hex}"
+        objects = _prepare(req, kube, list(rendered.objects), revision=resolved.commit, run=run_id)
         plan = order.plan(objects)
         span.set_attribute("gitfleet.waves", len(plan.waves))
     inventory_store = InventoryStore(clients.own)
@@ -248,22 +296,61 @@ def _stages(
         ledger.add(diffed.report)
         decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
+        applies = bool(diffed.create_namespace) or any(d.apply for d in decisions.values())
+        hooks = [(s.ref, s.wave) for w in plan.waves for s in w.steps if s.is_hook]
+        planned = StageReport()
+        if req.dry_run or req.plan_check is not None or req.prune_budget.limited:
+            # what the sync would do, checked against a stored plan and the prune budget
+            # before anything is written (the validation below may write Namespaces and CRDs)
+            with _stage(ledger, "plan"):
+                pruning = _plan_prune(
+                    req, clients, plan, ownership, inventory, index=caches.labelled
+                )
+                planned = _checked_plan(req, resolved.commit, decisions, plan, hooks, pruning)
+        if not runs_hooks(req.trigger, applies=applies, retry=req.retry):
+            plan = order.without_hooks(plan)  # an automated sync of an app in sync runs no hooks
+        # the whole sync, hooks included, passes a server-side dry-run before the first write
+        checked = validate_sync(
+            req, applier, diffed, hooks=_hook_objects(plan), waves=_waves(plan), deadline=deadline
+        )
+        ledger.add(checked.report)
     if req.dry_run:
+        ledger.add(planned)
         ledger.add(_would_apply(decisions, plan))
-        pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
         ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=None, execute=False))
         return decisions
     # 5. apply: wave by wave, each waiting for health before the next
     with _stage(ledger, "apply") as span:
         waves = WaveRunner(
-            kube, applier, decisions, ownership=ownership, progress=progress, guard=req.check_lease
+            kube,
+            applier,
+            decisions,
+            ownership=ownership,
+            progress=progress,
+            guard=req.check_lease,
+            superseded=RevisionWatch(req, caches, resolved.commit),
+            health=req.health,
         )
-        ledger.add(waves.run(plan, deadline=deadline, create_namespace=diffed.create_namespace))
+        try:
+            applied: StageReport | NewerRevision = waves.run(
+                plan, deadline=deadline, create_namespace=checked.create_namespace
+            )
+        except NewerRevision as newer:  # no failure: `run` re-plans at the newer commit
+            span.set_attribute("gitfleet.cancelled", str(newer))
+            applied = newer
         span.set_attribute("gitfleet.writes", applier.writes)
+        if isinstance(applied, StageReport):
+            if applied.error is not None and not isinstance(applied.error, LeaseLost):
+                ledger.add(_prune_not_run(req, clients, plan, ownership, inventory, caches))
+            ledger.add(applied)
+    if isinstance(applied, NewerRevision):
+        raise applied
     # 6. prune: what this app owned before and no longer declares
     with _stage(ledger, "prune", enabled=req.prune) as span:
         req.check_lease("prune")
         pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
+        if req.prune:  # again: the cluster may have changed while the waves ran
+            _check_budget(req, pruning, declared=_declared(plan))
         ledger.add(_prune(req, kube, pruning, deadline=deadline, progress=progress))
         span.set_attribute("gitfleet.pruned", len(pruning.delete) if req.prune else 0)
     # 7. record: the inventory in the cluster, so the next sync knows what it owns
@@ -282,7 +369,7 @@ def _rendered(req: SyncRequest, rendered: RenderResult) -> StageReport:
 
 
 def _prepare(
-    req: SyncRequest, kube: KubeClient, objects: list[Manifest], *, revision: str
+    req: SyncRequest, kube: KubeClient, objects: list[Manifest], *, revision: str, run: str = ""
 ) -> list[Manifest]:
     """Stage 3's first half. Scope comes from the cluster's discovery; only a kind it does not
     serve yet takes its scope from a CRD this sync applies (`prepare.crd_scopes`)."""
@@ -300,6 +387,7 @@ def _prepare(
         scope_of=scope_of,
         revision=revision,
         boundaries=req.boundaries,
+        run_id=run,
     )
 
 
@@ -363,6 +451,40 @@ def _would_apply(decisions: dict[ObjectRef, Decision], plan: order.SyncPlan) -> 
     return StageReport(resources=tuple(resources), undone=any(d.apply for d in decisions.values()))
 
 
+def _hook_objects(plan: order.SyncPlan) -> list[Manifest]:
+    """Every hook this sync may run, SyncFail hooks included."""
+    steps = [s for w in plan.waves for s in w.steps if s.is_hook] + list(plan.sync_fail)
+    return [s.obj for s in steps]
+
+
+def _waves(plan: order.SyncPlan) -> dict[ObjectRef, int]:
+    return {s.ref: s.wave for w in plan.waves for s in w.steps}
+
+
+def _prune_not_run(
+    req: SyncRequest,
+    clients: Clients,
+    plan: order.SyncPlan,
+    ownership: Ownership,
+    inventory: list[InventoryEntry] | None,
+    caches: SyncCaches,
+) -> StageReport:
+    """After a wave failed: what prune would have deleted, listed as not pruned (prune never
+    runs after a failed wave, so nothing is half-pruned). Reads only; an error reading is
+    left out, since the wave's error is the one the sync reports."""
+    try:
+        pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
+    except FleetError:
+        return StageReport(note="prune did not run")
+    message = "not pruned: prune did not run, a wave failed"
+    left = tuple(
+        ResourceResult(ref, wave, Action.SKIPPED, Health.HEALTHY, message)
+        for ref, wave in pruning.delete
+    )
+    note = "prune did not run" + (f" ({len(left)} object(s) left to prune)" if left else "")
+    return StageReport(resources=left, undone=bool(left), note=note)
+
+
 def _plan_prune(
     req: SyncRequest,
     clients: Clients,
@@ -380,6 +502,7 @@ def _plan_prune(
     labelled = prune.find_labelled(
         kube, req.app, sorted(kinds), index=index, desired=desired, lister=clients.own
     )
+    labelled = [o for o in labelled if not is_instance(o)]  # hooks are never pruned
     live: dict[ObjectRef, Manifest | None] = {
         ObjectRef.of(o): o for o in labelled if ObjectRef.of(o) not in desired
     }
@@ -425,11 +548,65 @@ def _prune(
         on_progress=progress,
         boundaries=req.boundaries,
         guard=req.check_lease,
+        propagation=req.prune_propagation,
     )
     pruned = tuple(
         ResourceResult(o.ref, o.wave, Action.PRUNED, Health.MISSING, o.message) for o in outcomes
     )
     return StageReport(resources=kept + pruned, writes=len(pruned))
+
+
+def _checked_plan(
+    req: SyncRequest,
+    commit: str,
+    decisions: dict[ObjectRef, Decision],
+    plan: order.SyncPlan,
+    hooks: list[tuple[ObjectRef, int]],
+    pruning: PrunePlan,
+) -> StageReport:
+    """What the sync would do (`fleet.engine.syncplan`), checked against a stored plan when
+    the request runs one, and against the prune budget (a dry run only notes it)."""
+    fields = {
+        ref: d.drift.changed + tuple(f"-{p}" for p in d.drift.removed)
+        for ref, d in decisions.items()
+    }
+    planned = syncplan.changes(
+        decisions, fields, _waves(plan), hooks, pruning.delete, prune=req.prune
+    )
+    pinned = syncplan.digest(commit, planned)
+    if req.plan_check is not None and not req.dry_run:
+        req.plan_check(commit, pinned)
+    note = _budget_note(req, pruning, declared=_declared(plan)) if req.prune else ""
+    if note and not req.dry_run:
+        _check_budget(req, pruning, declared=_declared(plan))
+    if not req.dry_run:
+        return StageReport()
+    return StageReport(plan=planned, plan_digest=pinned, note=note)
+
+
+def _declared(plan: order.SyncPlan) -> int:
+    return sum(not s.is_hook for w in plan.waves for s in w.steps)
+
+
+def _budget_note(req: SyncRequest, pruning: PrunePlan, *, declared: int) -> str:
+    """Why `pruning` breaks the app's prune budget ("" when it does not or none is set); the
+    app's objects are those it declares plus those it would delete."""
+    owned = declared + len(pruning.delete)
+    why = prune.over_budget(req.prune_budget, deleting=len(pruning.delete), owned=owned)
+    if not why:
+        return ""
+    return (
+        f"prune over budget: the sync would delete {why}; nothing was deleted. Allow it once "
+        f"with `gitfleet app sync {req.app} --allow-prune-over-budget`"
+    )
+
+
+def _check_budget(req: SyncRequest, pruning: PrunePlan, *, declared: int) -> None:
+    if req.allow_prune_over_budget:
+        return
+    note = _budget_note(req, pruning, declared=declared)
+    if note:
+        raise prune.PruneOverBudget(note)
 
 
 def _compared(plan: order.SyncPlan, objects: list[Manifest]) -> list[Manifest]:

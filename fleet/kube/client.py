@@ -214,9 +214,18 @@ class KubeClient:
         result: Manifest = self.request("POST", path, body=obj, params=params, obj=str(ref))
         return result
 
-    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
-        """Delete `ref`; False when it was already gone."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+    def delete(
+        self, ref: ObjectRef, *, propagation: str = "Background", resource_version: str = ""
+    ) -> bool:
+        """Delete `ref`; False when it was already gone. With `resource_version`, only that
+        version of it: the API server answers 409 Conflict when it changed since."""
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": propagation,
+        }
+        if resource_version:
+            body["preconditions"] = {"resourceVersion": resource_version}
         try:
             self.request("DELETE", self.object_path(ref), body=body, obj=str(ref))
         except KubeApiError as e:

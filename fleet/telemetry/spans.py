@@ -30,6 +30,11 @@ def trace_id_of(span: Span) -> str:
     return format(ctx.trace_id, "032x") if ctx.trace_id else ""
 
 
+def current_trace_id() -> str:
+    """The trace id of the current context ("" outside any trace)."""
+    return trace_id_of(trace.get_current_span())
+
+
 def mark_failed(span: Span, message: str) -> None:
     span.set_status(Status(StatusCode.ERROR, message))
 

@@ -56,9 +56,10 @@ class RecordingDispatcher:
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
+        prune: bool | None = None,
     ) -> RecordedJob:
         call = dict(app=app, cluster=cluster, trigger=trigger, revision=revision, dry_run=dry_run)
-        self.calls.append({**call, "carrier": dict(carrier or {})})
+        self.calls.append({**call, "carrier": dict(carrier or {}), "prune": prune})
         return RecordedJob(
             f"job-{len(self.calls)}", Queues().shard(cluster)
         )  # a worker per cluster

@@ -78,6 +78,29 @@ def test_a_deny_window_refuses_a_manual_sync_unless_it_allows_manual_syncs(
     assert {c["app"] for c in api.dispatcher.calls} == {"lenient"}
 
 
+def test_a_sync_carries_the_callers_prune_choice_for_that_sync_only(two_clusters: Api) -> None:
+    api = two_clusters
+    selector_app(api, prune=False)
+
+    pruning = api.client.post("/api/v1/apps/shop/sync", json={"prune": True, "cluster": "east"})
+    keeping = api.client.post("/api/v1/apps/shop/sync", json={"prune": False, "dryRun": True})
+    policy = api.client.post("/api/v1/apps/shop/sync", json={"cluster": "west"})
+    wrong = api.client.post("/api/v1/apps/shop/sync", json={"prune": "sometimes"})
+    planned = api.client.post("/api/v1/apps/shop/sync", json={"prune": True, "plan": "p-1"})
+
+    assert [r.status_code for r in (pruning, keeping, policy)] == [202, 202, 202]
+    calls = [(c["cluster"], c["dry_run"], c["prune"]) for c in api.dispatcher.calls]
+    assert calls == [
+        ("east", False, True),
+        ("east", True, False),
+        ("west", True, False),
+        ("west", False, None),
+    ]
+    assert wrong.status_code == 422 and "prune" in wrong.text
+    assert planned.status_code == 422 and "a plan or prune" in planned.text
+    assert api.client.get("/api/v1/apps/shop").json()["spec"]["syncPolicy"]["prune"] is False
+
+
 def test_diff_enqueues_dry_runs_and_returns_what_would_change(two_clusters: Api) -> None:
     api = two_clusters
     selector_app(api)

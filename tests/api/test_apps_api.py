@@ -248,3 +248,22 @@ def test_a_project_with_apps_cannot_be_deleted_nor_can_the_default_project(api: 
     assert builtin.status_code == 409
     names = [p["name"] for p in api.client.get("/api/v1/projects").json()]
     assert names == ["default", "team-a"]
+
+
+def test_the_app_list_pages_by_name_and_reports_the_total(api: Api) -> None:
+    add_cluster(api, "east")
+    for name in ("delta", "alpha", "echo", "charlie", "bravo"):
+        add_app(api, name)
+
+    first = api.client.get("/api/v1/apps", params={"limit": 2})
+    second = api.client.get("/api/v1/apps", params={"limit": 2, "offset": 2})
+    last = api.client.get("/api/v1/apps", params={"limit": 2, "offset": 4})
+
+    assert [a["name"] for a in first.json()] == ["alpha", "bravo"]
+    assert [a["name"] for a in second.json()] == ["charlie", "delta"]
+    assert [a["name"] for a in last.json()] == ["echo"]
+    assert first.headers["X-Total-Count"] == "5"
+    assert len(api.client.get("/api/v1/apps").json()) == 5
+    too_big = api.client.get("/api/v1/apps", params={"limit": 100_000})
+    assert too_big.status_code == 422
+    assert "limit" in too_big.text

@@ -195,6 +195,22 @@ def test_sync_rollback_and_delete_print_their_jobs_and_diff_exits_1_on_changes(
     assert triggers == [("manual", "v2"), ("diff", None), ("rollback", "v1")]
 
 
+def test_app_sync_prune_and_no_prune_override_the_policy_for_that_sync_only(
+    served: Served, capsys: pytest.CaptureFixture[str], kubeconfig: Path
+) -> None:
+    add_east(served, capsys, kubeconfig)
+    create_shop(served, capsys)
+
+    codes = [
+        served.run(capsys, "app", "sync", "shop", "--prune")[0],
+        served.run(capsys, "app", "sync", "shop", "--no-prune")[0],
+        served.run(capsys, "app", "sync", "shop")[0],
+    ]
+
+    assert codes == [0, 0, 0]
+    assert [c["prune"] for c in served.dispatcher.calls] == [True, False, None]
+
+
 def test_client_errors_are_one_line_with_exit_code_2_and_no_traceback(
     served: Served, capsys: pytest.CaptureFixture[str], kubeconfig: Path
 ) -> None:

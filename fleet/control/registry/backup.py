@@ -39,6 +39,7 @@ from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
+from fleet.control.registry.appcache import note_bulk_change
 from fleet.control.registry.errors import InvalidReference
 from fleet.control.registry.gitcreds import RepositoryRecord
 from fleet.control.registry.records import (
@@ -84,6 +85,7 @@ class ClusterEntry:
 class ProjectEntry:
     record: ProjectRecord
     webhook_secret: Sealed | None = None
+    age_key: Sealed | None = None  # `fleet.control.registry.agekeys`
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ class Backup:
         for name in names["projects"]:
             pairs += [("project", name, k.project(name))]
             pairs += [("project-secret", name, k.project_webhook_secret(name))]
+            pairs += [("project-age-key", name, k.project_age_key(name))]
         for name in names["apps"]:
             pairs += [("app", name, k.app(name)), ("app-creds", name, k.app_credentials(name))]
         for name in names["repositories"]:
@@ -227,7 +230,7 @@ class Backup:
             if (r := record(ClusterRecord, "cluster", n))
         ]
         projects = [
-            ProjectEntry(r, sealed("project-secret", n))
+            ProjectEntry(r, sealed("project-secret", n), sealed("project-age-key", n))
             for n in names["projects"]
             if (r := record(ProjectRecord, "project", n))
         ]
@@ -278,6 +281,7 @@ class Backup:
         def write(pipe: Pipeline) -> None:
             for one in writes:
                 one(pipe)
+            note_bulk_change(self.redis, self.keys, pipe)  # every app cache reloads
 
         transact(self.redis, self.keys, check, write)
         return RestoreReport(report)
@@ -318,9 +322,10 @@ class Backup:
             ("clusters", [self._pair(e.record.name, k.clusters, k.cluster(e.record.name),
                                      e.record, k.cluster_credentials(e.record.name),
                                      e.credentials) for e in document.clusters]),
-            ("projects", [self._pair(e.record.name, k.projects, k.project(e.record.name),
-                                     e.record, k.project_webhook_secret(e.record.name),
-                                     e.webhook_secret) for e in document.projects]),
+            ("projects", [self._with_age_key(e, self._pair(
+                e.record.name, k.projects, k.project(e.record.name), e.record,
+                k.project_webhook_secret(e.record.name), e.webhook_secret))
+                for e in document.projects]),
             ("apps", [self._pair(e.record.name, k.apps, k.app(e.record.name), e.record,
                                  k.app_credentials(e.record.name), e.credentials)
                       for e in document.apps]),
@@ -330,6 +335,25 @@ class Backup:
                                          e.credentials) for e in document.repositories]),
             ("tokens", [self._token(e) for e in document.tokens]),
         ]  # fmt: skip
+
+    def _with_age_key(
+        self, entry: ProjectEntry, planned: tuple[str, Change, Callable[[Pipeline], None]]
+    ) -> tuple[str, Change, Callable[[Pipeline], None]]:
+        """A project's plan that also restores (or removes) its age key."""
+        name, change, write_pair = planned
+        key = self.keys.project_age_key(name)
+        wanted = entry.age_key.ciphertext.encode() if entry.age_key else None
+        if change == Change.UNCHANGED and self.redis.get(key) != wanted:
+            change = Change.UPDATED
+
+        def write(pipe: Pipeline) -> None:
+            write_pair(pipe)
+            if wanted is not None:
+                pipe.set(key, wanted)
+            else:
+                pipe.delete(key)
+
+        return name, change, write
 
     def _pair(
         self,
@@ -394,6 +418,7 @@ def _secrets(document: RegistryDocument) -> list[tuple[str, Sealed]]:
     found: list[tuple[str, Sealed | None]] = []
     found += [(f"cluster {e.record.name}", e.credentials) for e in document.clusters]
     found += [(f"project {e.record.name}", e.webhook_secret) for e in document.projects]
+    found += [(f"project {e.record.name} age key", e.age_key) for e in document.projects]
     found += [(f"app {e.record.name}", e.credentials) for e in document.apps]
     found += [(f"repository {e.record.name}", e.credentials) for e in document.repositories]
     return [(where, s) for where, s in found if s is not None]

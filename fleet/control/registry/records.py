@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 
 from fleet.control.windows import SyncWindow
 from fleet.engine.limits import Limits
+from fleet.kube import incluster
 from fleet.kube.kubeconfig import ClusterConfig, ServiceAccount, parse
 
 T = TypeVar("T")
@@ -55,7 +56,9 @@ class ClusterRecord:
 
 @dataclass(frozen=True)
 class ClusterCredentials:
-    """How to reach a cluster: a kubeconfig (and context), or a server, bearer token and CA."""
+    """How to reach a cluster: a kubeconfig (and context), or a server, bearer token and CA;
+    or `in_cluster`: the cluster the reading process runs in, as its pod's ServiceAccount
+    (`fleet.kube.incluster`, read when the connection is made; nothing secret is stored)."""
 
     kubeconfig: str = field(default="", repr=False)
     context: str = ""
@@ -63,9 +66,12 @@ class ClusterCredentials:
     token: str = field(default="", repr=False)
     ca_pem: str = ""
     insecure: bool = False
+    in_cluster: bool = False
 
     def config(self, name: str) -> ClusterConfig:
         """Connection settings for the cluster registered as `name`."""
+        if self.in_cluster:
+            return incluster.config(name)
         if self.kubeconfig:
             parsed = parse(self.kubeconfig, context=self.context or None, source="kubeconfig")
             return dataclasses.replace(parsed, name=name)
@@ -127,6 +133,8 @@ class ProjectRecord:
     allow_remote_renders: bool = False
     limits: Limits = field(default_factory=Limits)
     created: str = ""
+    # Cluster globs whose syncs need a plan a person approved (`fleet.control.plans`).
+    require_plan_for: tuple[str, ...] = ()
 
 
 DEFAULT_PROJECT = ProjectRecord(
@@ -190,6 +198,60 @@ class SyncPolicy:
     sync_windows: tuple[SyncWindow, ...] = ()
     create_namespace: bool = False
     ignore_differences: tuple[IgnoreDifference, ...] = ()
+    # Health: an Ingress waits for its controller to publish an address (Argo CD's rule) rather
+    # than being Healthy at once (gitfleet's default; `fleet.engine.health.rules.ingress`).
+    ingress_needs_address: bool = False
+    # Custom resources without a rule are judged by their conditions; False: no health signal,
+    # as in Argo CD (`fleet.engine.health.assess.HealthOptions`).
+    custom_resource_health: bool = True
+    # How long one sync may take, health waits of its waves included (Flux's `spec.timeout`);
+    # a wave still waiting then fails the sync, which reports what it did not apply.
+    timeout_s: float = 300.0
+    # No automated sync at all (interval, webhook, self-heal, rollout steps) while set, like
+    # Flux's `spec.suspend`; a person's sync still runs (`fleet.control.policy.window_block`).
+    suspended: bool = False
+    # Prune budget: a sync that would delete more than this many objects (0: no limit) or this
+    # share of the app's objects (percent, 0: no limit) deletes nothing and asks
+    # (`fleet.engine.prune.PruneBudget`); a person allows one sync over it.
+    prune_budget_count: int = 0
+    prune_budget_percent: float = 0.0
+    # The delete calls' propagationPolicy: background (default), foreground or orphan; an
+    # object's `gitfleet.io/prune-propagation` annotation overrides it for that object.
+    prune_propagation: str = "background"
+    # A cascading app delete still unfinished after this many seconds fails, naming what is
+    # left and what holds it (0: 120 s, `worker.teardown.PRUNE_TIMEOUT`).
+    deletion_timeout_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PostBuild:
+    """Flux's post-build substitution, on when an app has one: `${var}` in its rendered
+    objects and helm values takes `substitute`'s values and the destination cluster's
+    (`fleet.control.policy.variables_for`, `fleet.engine.render.substitute`)."""
+
+    substitute: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    """One step of a progressive rollout (`fleet.control.rollouts`): of the clusters no earlier
+    step took, those matching `match_labels` (all when empty), at most `max_parallel` of them
+    ("" all, "2" a count, "50%" a share rounded up); then a pause: `pause_s` seconds, or until a
+    person promotes (`pause_manual`)."""
+
+    match_labels: dict[str, str] = field(default_factory=dict)
+    max_parallel: str = ""
+    pause_s: float = 0.0
+    pause_manual: bool = False
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """Ordered steps a new revision goes through; `poll_s`: how often the coordinator asks git
+    for the newest commit of the app's revision."""
+
+    steps: tuple[RolloutStep, ...] = ()
+    poll_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -211,6 +273,9 @@ class AppRecord:
     created: str = ""
     updated: str = ""
     uid: str = ""
+    post_build: PostBuild | None = None  # None: no `${var}` substitution
+    owner_set: str = ""  # the app set that generated it (`fleet.control.appsets`); "" none
+    rollout: RolloutSpec | None = None  # None: a new revision reaches every cluster at once
 
     @property
     def owner_uid(self) -> str:

@@ -64,6 +64,16 @@ class SyncLog:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.keys.status(app))  # type: ignore[assignment]
         return {key.decode(): STATUS.validate_json(value) for key, value in raw.items()}
 
+    def statuses_of(self, apps: list[str]) -> list[dict[str, InstanceStatus]]:
+        """`statuses` of many apps in one round trip (a page of the app list)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for app in apps:
+            pipe.hgetall(self.keys.status(app))
+        return [
+            {key.decode(): STATUS.validate_json(value) for key, value in raw.items()}
+            for raw in pipe.execute()
+        ]
+
     def add_history(
         self, app: str, cluster: str, record: SyncRecord | SkipRecord, keep: int = 50
     ) -> None:

@@ -18,7 +18,6 @@ live in their own modules; `Store` offers their operations too so callers need o
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -30,6 +29,8 @@ from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
+from fleet.control.registry.agekeys import AgeKeys
+from fleet.control.registry.appcache import AppCache, note_change
 from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
@@ -75,8 +76,8 @@ class Store:
         self.log = SyncLog(redis, self.keys)
         self.tokens = Tokens(redis, self.keys)
         self.repositories = Repositories(redis, self.keys, box)
-        self._apps_cache: tuple[bytes | None, list[AppRecord]] = (None, [])
-        self._apps_lock = threading.Lock()
+        self.age_keys = AgeKeys(redis, self.keys, box)
+        self._app_cache = AppCache(redis, self.keys)
         self._configs: dict[str, tuple[bytes, ClusterConfig]] = {}  # by cluster: ciphertext
 
     def _transact(self, check: Callable[[], None], write: Callable[[Pipeline], None]) -> None:
@@ -146,8 +147,10 @@ class Store:
         known = self._configs.get(name)
         if known is not None and known[0] == raw:
             return known[1]  # same ciphertext: skip the decrypt and the kubeconfig parse
-        config = records.from_json(ClusterCredentials, self.box.decrypt(raw)).config(name)
-        self._configs[name] = (raw, config)
+        credentials = records.from_json(ClusterCredentials, self.box.decrypt(raw))
+        config = credentials.config(name)
+        if not credentials.in_cluster:  # the pod's token file rotates: read it every time
+            self._configs[name] = (raw, config)
         return config
 
     def delete_cluster(self, name: str, *, force: bool = False) -> None:
@@ -155,7 +158,7 @@ class Store:
 
         def check() -> None:
             self._existence(self.keys.cluster(name), "cluster", name, False)
-            users = [a.name for a in self.list_apps() if name in self.instances(a)]
+            users = [a.name for a in self.list_apps_cached() if name in self.instances(a)]
             if users and not force:
                 raise InUse(
                     f"cluster {name} is the destination of app(s) {', '.join(users)}; delete or "
@@ -239,13 +242,14 @@ class Store:
             if name == DEFAULT_PROJECT.name:
                 raise InUse("project default is built in and cannot be deleted")
             self._existence(self.keys.project(name), "project", name, False)
-            users = [a.name for a in self.list_apps() if a.project == name]
+            users = [a.name for a in self.list_apps_cached() if a.project == name]
             if users:
                 raise InUse(f"project {name} still has app(s) {', '.join(users)}")
             tokens.update(self.tokens.of_project(name))
 
         def write(pipe: Pipeline) -> None:
             pipe.delete(self.keys.project(name), self.keys.project_webhook_secret(name))
+            pipe.delete(self.keys.project_age_key(name))
             pipe.srem(self.keys.projects, name)
             self.tokens.forget(pipe, tokens)
 
@@ -282,6 +286,7 @@ class Store:
         def write(pipe: Pipeline) -> None:
             pipe.set(key, records.to_json(record))
             pipe.sadd(self.keys.apps, record.name)
+            note_change(self.redis, self.keys, pipe, record.name)
             if credentials is not None:
                 bound = BoundCredentials.bind(credentials, record.source.repo)
                 pipe.set(creds_key, self._encrypted(bound))
@@ -356,14 +361,11 @@ class Store:
         return self._load_all(AppRecord, self.keys.apps, self.keys.app)
 
     def list_apps_cached(self) -> list[AppRecord]:
-        """`list_apps`, re-read only when the registry generation moved: a loop over 10,000
-        apps (scheduler tick, worker refresh) then costs one GET while nothing changes. The
-        generation is read first, so a write racing the read only causes one more re-read."""
-        generation = self.generation()
-        with self._apps_lock:
-            if generation is None or generation != self._apps_cache[0]:
-                self._apps_cache = (generation, self.list_apps())
-            return list(self._apps_cache[1])
+        """`list_apps` from memory, re-reading only the apps written since the last call
+        (`fleet.control.registry.appcache`): a loop over 10,000 apps (scheduler tick, worker
+        refresh, a page of the app list) costs one GET while nothing changes, and a few reads
+        after a write. Unchanged apps keep their record objects."""
+        return self._app_cache.apps()
 
     def git_credentials(self, app: str) -> GitCredentials | None:
         """Decrypted git credentials of an app as stored, bound or not: never for a response."""
@@ -394,7 +396,7 @@ class Store:
 
     def dependents(self, name: str) -> list[str]:
         """The apps whose depends_on names `name`."""
-        return [a.name for a in self.list_apps() if name in a.depends_on]
+        return [a.name for a in self.list_apps_cached() if name in a.depends_on]
 
     def mark_deleting(self, name: str) -> AppRecord:
         """Flag an app whose objects a cascading delete is pruning."""
@@ -420,6 +422,7 @@ class Store:
                 pipe.delete(self.keys.history(name, cluster))
                 pipe.hdel(synced, instance_key(name, cluster))
             pipe.srem(self.keys.apps, name)
+            note_change(self.redis, self.keys, pipe, name)
 
         self._transact(check, write)
 

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, PlainSerializer, Tag, TypeAdapter
 
-from fleet.engine.contract import ResourceResult, SyncResult
+from fleet.engine.contract import MAX_WAVE_TIMINGS, ResourceResult, SyncResult, WaveTiming
 from fleet.model import Action, Health, ObjectRef, Outcome, SyncStatus, Trigger
 
 
@@ -84,9 +84,34 @@ class ResourceRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WaveRecord:
+    """When one wave of the apply stage ran (`WaveTiming.to_json()`): `offset` seconds after
+    the apply stage started, for `seconds`, with `objects` objects; `failed`: the wave failed."""
+
+    phase: str = "Sync"
+    number: int = 0
+    offset: float = 0.0
+    seconds: float = 0.0
+    objects: int = 0
+    failed: bool = False
+
+    @classmethod
+    def of(cls, timing: WaveTiming) -> WaveRecord:
+        return cls(
+            phase=timing.phase,
+            number=timing.number,
+            offset=timing.offset,
+            seconds=timing.seconds,
+            objects=timing.objects,
+            failed=timing.failed,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class SyncRecord:
     """One sync of one instance. `result`: succeeded (no error) or failed; `stages`: seconds
-    per stage; `fingerprint`: what the desired state depended on (`worker.quiet`)."""
+    per stage; `waves`: when each wave of the apply stage ran (at most `MAX_WAVE_TIMINGS`);
+    `fingerprint`: what the desired state depended on (`worker.quiet`)."""
 
     app: str
     revision: str = ""
@@ -110,6 +135,8 @@ class SyncRecord:
     worker: str = ""
     result: Outcome | None = None
     duration_s: float | None = None
+    message: str = ""  # `SyncResult.message`: a cancelled wait, objects not applied
+    waves: tuple[WaveRecord, ...] = ()  # none in a record older than wave timings
 
     @classmethod
     def of(
@@ -146,6 +173,8 @@ class SyncRecord:
             worker=worker,
             result=Outcome.FAILED if result.error else Outcome.SUCCEEDED,
             duration_s=(result.finished - result.started).total_seconds(),
+            message=result.message,
+            waves=tuple(WaveRecord.of(w) for w in result.waves[:MAX_WAVE_TIMINGS]),
         )
 
     @property
@@ -209,6 +238,33 @@ HistoryRecord = Annotated[
 
 
 @dataclass(frozen=True, kw_only=True)
+class DriftRecord:
+    """One declared field another manager changed in the cluster (`worker.drift`): the object,
+    the field (`spec.replicas`), the manager that owns it now and how it wrote it (operation,
+    subresource such as `scale`); `field` "" with operation `Delete` is the object deleted.
+    `self_heal`: self-heal was asked to revert it (else it is only reported: self-heal or
+    automated sync is off)."""
+
+    group: str = ""
+    kind: str
+    namespace: str = ""
+    name: str
+    field: str = ""
+    manager: str = ""
+    operation: str = ""
+    subresource: str = ""
+    at: Stamp | None = None
+    self_heal: bool = False
+
+    def describe(self) -> str:
+        where = "/".join(part for part in (self.kind, self.namespace, self.name) if part)
+        if self.operation == "Delete" and not self.field:
+            return f"{where} deleted"
+        how = f" via /{self.subresource}" if self.subresource else ""
+        return f"{where} {self.field or '(object)'} changed by {self.manager or 'unknown'}{how}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class InstanceStatus:
     """The current state of one instance. `message`: the latest thing a person should read (the
     last error, a skip's or a wait's reason, a delete); `deleted`: a cascading delete pruned the
@@ -225,6 +281,7 @@ class InstanceStatus:
     deleted: bool = False
     checked: Stamp | None = None
     updated: Stamp | None = None
+    drift: tuple[DriftRecord, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,20 +26,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import context, propagate
 from redis import Redis
 from redis.client import Pipeline
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from fleet.control.keys import Keys, Queues
-from fleet.control.registry.instances import instance_key
+from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.routing import payloads
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.owners import OwnerMap, safe_id
 from fleet.control.routing.payloads import PREVIEW_JOB, SYNC_JOB
-from fleet.control.routing.pending import Intent, Pending, PendingSyncs
+from fleet.control.routing.pending import Intent, Pending, PendingSyncs, trace_of
 from fleet.control.routing.sharding import NoWorkers
 from fleet.model import Trigger
+from fleet.telemetry import spans as telemetry
 
 __all__ = ["PREVIEW_JOB", "SYNC_JOB", "Dispatcher", "JobRef"]
 RESULT_TTL = 600
@@ -59,6 +61,29 @@ class JobRef:
 
 
 RECOVERY_MARGIN = 2.0  # seconds past a dead holder's lease deadline before its sync moves
+
+
+def _merged_span(instance: str, dropped: Intent, job_id: str, into_trace: str) -> None:
+    """A span in the dropped intent's trace that says which sync (job, trace) it was merged
+    into."""
+    if not dropped.carrier:
+        return
+    app, cluster = split_instance(instance)
+    attributes = {
+        "app": app,
+        "cluster": cluster,
+        "trigger": str(dropped.trigger),
+        "revision": dropped.revision,
+        "attempt": dropped.attempt,
+        "merged_into_job": job_id,
+        "merged_into_trace": into_trace,
+    }
+    token = context.attach(propagate.extract(dropped.carrier))
+    try:
+        with telemetry.stage("sync.merged", **attributes):
+            pass
+    finally:
+        context.detach(token)
 
 
 class Dispatcher:
@@ -107,17 +132,22 @@ class Dispatcher:
         revision: str | None = None,
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
+        prune: bool | None = None,
     ) -> JobRef:
-        intent = Intent(trigger, revision or "", dict(carrier or {}))
+        """`prune`: a person's choice for this sync only (None: the app's syncPolicy.prune)."""
+        intent = Intent(trigger, revision or "", dict(carrier or {}), prune=prune)
         instance = instance_key(app, cluster)
         if dry_run:
             return self._preview(instance, intent)
         return self.request_intent(instance, intent)
 
     def request_intent(self, instance: str, intent: Intent) -> JobRef:
-        """Create, merge into or follow up the pending sync of `instance`."""
+        """Create, merge into or follow up the pending sync of `instance`. When a merge drops
+        one intent, its trace ends with a `gitfleet.sync.merged` span naming the sync (job and
+        trace) it was merged into, so every trace id handed to a caller says what became of
+        its request."""
         queue = self.queue_for(instance)
-        job_id, queue, merged = self.pending.request(
+        requested = self.pending.request(
             instance,
             intent,
             queue=queue,
@@ -125,7 +155,10 @@ class Dispatcher:
             enqueue=self._enqueue_sync(instance),
             now=time.time(),
         )
-        return JobRef(job_id, queue, merged)
+        if requested.dropped is not None:
+            kept = trace_of(requested.kept.carrier) if requested.kept is not None else ""
+            _merged_span(instance, requested.dropped, requested.job_id, kept)
+        return JobRef(requested.job_id, requested.queue, requested.merged)
 
     def _preview(self, instance: str, intent: Intent) -> JobRef:
         queue = payloads.queue(self.queue_for(instance), self.redis)
@@ -202,8 +235,14 @@ class Dispatcher:
     def defer(self, instance: str, intent: Intent, *, delay: float) -> None:
         self.pending.defer(instance, intent, at=time.time() + delay)
 
-    def cancel_deferred(self, instance: str) -> None:
-        self.pending.cancel_deferred(instance)
+    def cancel_deferred(self, instance: str, *, served_by: str = "") -> Intent | None:
+        """Drop the deferred sync (a retry, a dependency wait) of `instance`, which the sync of
+        trace `served_by` now serves; the dropped intent's trace gets a `gitfleet.sync.merged`
+        span naming that sync's trace."""
+        dropped = self.pending.cancel_deferred(instance)
+        if dropped is not None and trace_of(dropped.carrier) != served_by:
+            _merged_span(instance, dropped, "", served_by)
+        return dropped
 
     def pump(self, now: float) -> list[JobRef]:
         """Request every deferred sync that is due at `now`. Without a live worker, what was

@@ -20,6 +20,7 @@ from redis import Redis
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
+from fleet.control.registry.appcache import AppCache
 from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import AppRecord, ClusterRecord
 from fleet.control.routing import membership
@@ -39,25 +40,37 @@ def _load(redis: Redis, index: str, key_of: Callable[[str], str]) -> list[bytes]
     return [raw for raw in raws if isinstance(raw, bytes)]
 
 
-def registered_instances(redis: Redis, *, prefix: str = "gitfleet") -> list[str]:
-    """Every `app@cluster` the registry holds, read without decrypting anything."""
+def registered_instances(
+    redis: Redis, *, prefix: str = "gitfleet", apps: AppCache | None = None
+) -> list[str]:
+    """Every `app@cluster` the registry holds, read without decrypting anything (the app
+    records from `apps` when given, which re-reads only the apps written since its last use)."""
     keys = Keys(prefix)
-    apps = [records.from_json(AppRecord, r) for r in _load(redis, keys.apps, keys.app)]
+    if apps is None:
+        records_ = [records.from_json(AppRecord, r) for r in _load(redis, keys.apps, keys.app)]
+    else:
+        records_ = apps.apps()
     clusters = [
         records.from_json(ClusterRecord, r) for r in _load(redis, keys.clusters, keys.cluster)
     ]
-    return [instance_key(a.name, c) for a in apps for c in clusters_for(a, clusters)]
+    return [instance_key(a.name, c) for a in records_ for c in clusters_for(a, clusters)]
 
 
 class OwnerMap:
-    """The shard map over registered instances and live workers, cached between changes."""
+    """The shard map over registered instances and live workers, cached between changes.
+
+    A registry write that leaves the set of instances as it was (an app's source or policy
+    changed, a sync requested) costs reading the apps written since the last look; the map is
+    recomputed only when the instances or the live workers changed."""
 
     def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
         self.redis = redis
         self.prefix = prefix
         self._keys = Keys(prefix)
+        self._apps = AppCache(redis, self._keys)
         self._lock = threading.Lock()
         self._stamp: tuple[bytes | None, tuple[str, ...]] | None = None
+        self._basis: tuple[frozenset[str], tuple[str, ...]] | None = None
         self._map: dict[str, str] = {}
 
     def owner(self, instance: str) -> str:
@@ -81,7 +94,10 @@ class OwnerMap:
         stamp = (raw if isinstance(raw, bytes) else None, workers)
         with self._lock:
             if stamp != self._stamp:
-                instances = registered_instances(self.redis, prefix=self.prefix)
-                self._map = assign(instances, list(workers))
+                instances = registered_instances(self.redis, prefix=self.prefix, apps=self._apps)
+                basis = (frozenset(instances), workers)
+                if basis != self._basis:
+                    self._map = assign(instances, list(workers))
+                    self._basis = basis
                 self._stamp = stamp
             return self._map

@@ -14,9 +14,18 @@ Every transition is a WATCH/MULTI transaction on the hash, and the rq job is pus
 same MULTI (rq accepts a pipeline), so a trigger can never see "queued" without a job behind
 it, and two triggers can never both create a job.
 
-Merging keeps the intent a person asked for over an automated one: a queued manual sync at
-revision X is not turned into "sync the branch" by an interval tick arriving after it. Between
-intents of the same kind, the newest wins.
+Merging never lets a retry win over a fresh trigger, whichever came first: a retry repeats an
+older request (its revision, its trace), and any newer sync serves it, so a retry merged into a
+webhook keeps the webhook's revision and trace (and a trigger merged into a queued retry
+replaces it). Among fresh triggers, the intent a person asked for wins over an automated one: a
+queued manual sync at revision X is not turned into "sync the branch" by an interval tick
+arriving after it. Between intents of the same kind, the newest wins. The intent that loses
+is returned (`Requested.dropped`), so the dispatcher can close its trace with a span naming
+the sync it was merged into.
+
+Retries are cancelled by the syncs that serve them: a sync that starts, or succeeds, for an
+instance removes its deferred syncs (`cancel_deferred`), and a retry that still reaches a worker
+after a newer sync started is stale (`Intent.since`, checked by the worker).
 
 Deferred syncs (retries with backoff, dependency waits, a busy lease) wait in a sorted set by
 due time; `due` pops them atomically, so any number of processes may pump it.
@@ -28,7 +37,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 from redis import Redis, WatchError
@@ -57,13 +66,24 @@ return out
 @dataclass(frozen=True)
 class Intent:
     """What a sync is asked to do. `revision` "" means the app's own revision; `carrier` is the
-    W3C trace context of the request that caused it; `attempt` counts retries (0 = first try).
-    An intent stored without a trigger (or an empty one) runs as a retry."""
+    W3C trace context of the request that caused it; `attempt` counts retries (0 = first try);
+    `since`: for a retry, when the sync it repeats started (epoch seconds; 0 unknown), so a
+    worker can tell that a newer sync already ran. An intent stored without a trigger (or an
+    empty one) runs as a retry. `prune`: a person's choice for this one sync (True prune, False
+    do not), None the app's `syncPolicy.prune`; a merge keeps the winning intent's own choice,
+    so an automated sync never inherits a person's."""
 
     trigger: AnyTrigger = Trigger.RETRY
     revision: str = ""
     carrier: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
+    since: float = 0.0
+    prune: bool | None = None
+
+    @property
+    def is_retry(self) -> bool:
+        """A deferred repeat of an earlier intent (a failed sync, a dependency wait)."""
+        return self.attempt > 0
 
     def to_json(self) -> str:
         return INTENT.dump_json(self).decode()
@@ -77,10 +97,32 @@ INTENT: TypeAdapter[Intent] = TypeAdapter(Intent)
 
 
 def merged(old: Intent, new: Intent) -> Intent:
-    """The intent that wins: a person's (`Trigger.by_person`) over any other, else the newest."""
+    """The intent that wins: a fresh one over a retry, then a person's (`Trigger.by_person`)
+    over any other, else the newest. The winner keeps its own `prune`: a newer person's choice
+    replaces an older one, and an automated intent never takes a person's."""
+    if old.is_retry != new.is_retry:
+        return new if old.is_retry else old
     if old.trigger.by_person and not new.trigger.by_person:
         return old
     return new
+
+
+def trace_of(carrier: dict[str, str]) -> str:
+    """The trace id in a W3C carrier ("" without one)."""
+    parts = carrier.get("traceparent", "").split("-")
+    return parts[1] if len(parts) == 4 else ""
+
+
+class Requested(NamedTuple):
+    """What `PendingSyncs.request` did: the job that carries the sync, whether the request
+    merged into one already pending, the intent that lost the merge (None if none did) and
+    the one that won it."""
+
+    job_id: str
+    queue: str
+    merged: bool
+    dropped: Intent | None = None
+    kept: Intent | None = None
 
 
 @dataclass(frozen=True)
@@ -181,38 +223,43 @@ class PendingSyncs:
         new_id: str,
         enqueue: Enqueue,
         now: float,
-    ) -> tuple[str, str, bool]:
-        """Create, merge into, or follow up the pending sync: (job id, queue, merged)."""
+    ) -> Requested:
+        """Create, merge into, or follow up the pending sync of `instance`."""
         key = self.key(instance)
 
-        def step(pipe: Pipeline, current: Pending | None) -> tuple[str, str, bool]:
+        def step(pipe: Pipeline, current: Pending | None) -> Requested:
             pipe.multi()
             if current is None:
                 self._queued(pipe, key, new_id, queue, intent, 1)
                 pipe.hset(key, "created", now)
                 pipe.sadd(self.index, instance)
                 enqueue(pipe, queue, new_id, intent)
-                return new_id, queue, False
+                return Requested(new_id, queue, False)
             if current.state == "queued":
-                pipe.hset(key, "intent", merged(current.intent, intent).to_json())
+                won = merged(current.intent, intent)
+                pipe.hset(key, "intent", won.to_json())
                 pipe.hincrby(key, "requests", 1)
-                return current.job_id, current.queue, True
+                lost = current.intent if won is intent else intent
+                return Requested(current.job_id, current.queue, True, lost, won)
             return self._follow_up(pipe, key, current, intent, new_id, queue)
 
-        result: tuple[str, str, bool] = self._transaction(instance, step)
+        result: Requested = self._transaction(instance, step)
         return result
 
     def _follow_up(
         self, pipe: Pipeline, key: str, current: Pending, intent: Intent, new_id: str, queue: str
-    ) -> tuple[str, str, bool]:
+    ) -> Requested:
         previous = current.followup
+        lost = won = None
         if previous is None:
             followup = {"job": new_id, "intent": intent.to_json(), "requests": 1}
         else:
-            won = merged(Intent.from_json(previous["intent"]), intent)
+            earlier = Intent.from_json(previous["intent"])
+            won = merged(earlier, intent)
+            lost = earlier if won is intent else intent
             followup = {**previous, "intent": won.to_json(), "requests": previous["requests"] + 1}
         pipe.hset(key, "followup", json.dumps(followup))
-        return str(followup["job"]), queue, previous is not None
+        return Requested(str(followup["job"]), queue, previous is not None, lost, won)
 
     def claim(self, instance: str, job_id: str, *, worker: str, now: float) -> Pending | None:
         """Mark the pending sync running by `worker` if `job_id` is still the one to run."""
@@ -301,11 +348,20 @@ class PendingSyncs:
         pipe.hset(self.deferred_intents, instance, intent.to_json())
         pipe.execute()
 
-    def cancel_deferred(self, instance: str) -> None:
+    def cancel_deferred(self, instance: str) -> Intent | None:
+        """Drop the deferred sync of `instance` (a sync serving it started); return its intent
+        (None when none was deferred, or it was not one gitfleet wrote)."""
         pipe = self.redis.pipeline(transaction=True)
+        pipe.hget(self.deferred_intents, instance)
         pipe.zrem(self.deferred, instance)
         pipe.hdel(self.deferred_intents, instance)
-        pipe.execute()
+        raw, removed, _ = pipe.execute()
+        if not removed or not raw:
+            return None
+        try:
+            return Intent.from_json(raw)
+        except ValueError:
+            return None
 
     def deferred_at(self, instance: str) -> float | None:
         score = self.redis.zscore(self.deferred, instance)

@@ -30,6 +30,7 @@ live workers in).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import math
 from collections import Counter
@@ -50,8 +51,10 @@ class NoWorkers(FleetError):
     retryable = True
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def position(key: str) -> int:
-    """A stable 64-bit position on the ring for `key`, identical in every process."""
+    """A stable 64-bit position on the ring for `key`, identical in every process (remembered:
+    the same instances are placed again at every membership or registry change)."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
 
 
@@ -73,6 +76,10 @@ class Ring:
 
     @classmethod
     def build(cls, workers: Sequence[str], *, vnodes: int) -> Ring:
+        return _ring(tuple(workers), vnodes)
+
+    @classmethod
+    def _build(cls, workers: tuple[str, ...], vnodes: int) -> Ring:
         placed = sorted((position(f"{w}#{i}"), w) for w in workers for i in range(vnodes))
         return cls(tuple(p for p, _ in placed), tuple(w for _, w in placed))
 
@@ -100,13 +107,23 @@ def assign(
     unique = sorted((position(app), app) for app in set(apps))
     ring = Ring.build(workers, vnodes=vnodes)
     limit = capacity(len(unique), len(workers), c=c)
-    load: Counter[str] = Counter()
+    load = dict.fromkeys(workers, 0)
     placed: dict[str, str] = {}
+    points, owners, size = ring.points, ring.owners, len(ring.points)
     for point, app in unique:
-        worker = next(w for w in ring.clockwise(point) if load[w] < limit)
+        start = bisect.bisect_right(points, point)
+        for step in range(size):  # the first owner clockwise with room (`Ring.clockwise`)
+            worker = owners[(start + step) % size]
+            if load[worker] < limit:
+                break
         load[worker] += 1
         placed[app] = worker
     return placed
+
+
+@functools.lru_cache(maxsize=64)
+def _ring(workers: tuple[str, ...], vnodes: int) -> Ring:
+    return Ring._build(workers, vnodes)
 
 
 def _check(workers: Sequence[str], *, c: float, vnodes: int) -> None:

@@ -5,7 +5,10 @@ are healthy.
 - `rules`: one small pure function per kind, each with its reasons in its own docstring.
 - `readers`: what the rules share: field readers that never raise, conditions, and the
   `HealthStatus` builders.
-- `wait`: the polling half, the only module here that talks to a cluster.
+- `causes`: why a workload is not progressing, from the pods and events the waiting code read.
+- `wait`: the polling half, the only module here that talks to a cluster (CRDs' status
+  subresources, the pods and events of a stuck workload).
+- `deviations`: where gitfleet's verdict departs from Argo CD's test fixtures, and why.
 
-`assess`, `rules` and `readers` are pure: no `fleet.kube`, no urllib3, no clock.
+`assess`, `rules`, `readers` and `causes` are pure: no `fleet.kube`, no urllib3, no clock.
 """

@@ -79,10 +79,30 @@ degraded = partial(HealthStatus, Health.DEGRADED)
 suspended = partial(HealthStatus, Health.SUSPENDED)
 
 
-def no_status(obj: Manifest) -> HealthStatus:
+def no_status(obj: Manifest, why: str = "") -> HealthStatus:
+    """Unknown: a controller is expected to report status and none has (yet)."""
+    detail = f" ({why})" if why else ""
     return HealthStatus(
-        Health.UNKNOWN, f"no controller has reported status for {ObjectRef.of(obj)}"
+        Health.UNKNOWN, f"no controller has reported status for {ObjectRef.of(obj)}{detail}"
     )
+
+
+NO_SIGNAL = "no health signal"
+"""How a message starts when gitfleet has nothing to judge an object by (see `no_signal`)."""
+
+
+def no_signal(why: str) -> HealthStatus:
+    """An object with no health signal: a built-in kind without a rule, or a custom resource
+    with no status whose CustomResourceDefinition declares no status subresource (nothing will
+    ever write one). Argo CD gives such objects no health at all; gitfleet maps them to Healthy
+    with a message that starts "no health signal", so they neither hold a wave nor lower the
+    application's health, and a person can still tell them from a judged Healthy."""
+    return HealthStatus(Health.HEALTHY, f"{NO_SIGNAL}: {why}")
+
+
+def has_no_signal(status: HealthStatus) -> bool:
+    """Whether `status` is `no_signal`'s: Healthy only because nothing can be judged."""
+    return status.health is Health.HEALTHY and status.message.startswith(NO_SIGNAL)
 
 
 def unobserved(obj: Manifest, *, required: bool) -> HealthStatus | None:

@@ -20,6 +20,7 @@ from fleet.engine.health.readers import (
     field,
     healthy,
     lb_addresses,
+    no_signal,
     no_status,
     parse_conditions,
     progressing,
@@ -194,6 +195,8 @@ def pod(obj: Manifest) -> HealthStatus:
     needs the clock."""
     phase = text(obj, "status", "phase")
     policy = text(obj, "spec", "restartPolicy") or "Always"
+    if phase == "Running" and text(obj, "metadata", "annotations", _IGNORE_RESTART_POLICY):
+        policy = "Always"  # Argo CD's annotation: a long-running pod with restartPolicy Never
     if policy == "Always" and (error := waiting(obj, errors_only=True)):
         return degraded(error)
     if phase == "Pending":
@@ -206,6 +209,9 @@ def pod(obj: Manifest) -> HealthStatus:
     if phase == "Running":
         return _running_pod(obj, policy)
     return _unknown_phase(obj, phase)
+
+
+_IGNORE_RESTART_POLICY = "argocd.argoproj.io/ignore-restart-policy"
 
 
 def _pending_reason(obj: Manifest) -> str:
@@ -290,20 +296,37 @@ def service(obj: Manifest) -> HealthStatus:
     return progressing("waiting for a load balancer address (status.loadBalancer.ingress)")
 
 
-def ingress(obj: Manifest) -> HealthStatus:
-    """Healthy with or without an address; without one the message says "no load balancer
-    address yet".
+INGRESS_WITHOUT_ADDRESS = (
+    "no load balancer address yet; Healthy without one by gitfleet's default (Argo CD waits: "
+    "Progressing); set the app's syncPolicy.ingressNeedsAddress to wait for an address"
+)
 
-    This departs from Argo CD (Progressing until an address), on purpose: many controllers
-    publish no address unless configured to (reported for ingress-nginx without
-    `--publish-service`, NGINX Inc., Traefik, HAProxy, ngrok, APISIX; argo-cd#14607, #28345),
-    the testbed has no controller at all, and Progressing would block every later wave until the
-    timeout. Reachability is judged where it is decided: the controller's own LoadBalancer
-    Service. kstatus also treats Ingress as Current at once.
+
+def ingress(obj: Manifest) -> HealthStatus:
+    """Healthy with or without an address; without one the message says so, and how to wait.
+
+    This departs from Argo CD (Progressing until an address), on purpose and per application:
+    many controllers publish no address unless configured to (reported for ingress-nginx
+    without `--publish-service`, NGINX Inc., Traefik, HAProxy, ngrok, APISIX; argo-cd#14607,
+    #28345), the testbed has no controller at all, and Progressing would block every later
+    wave until the timeout. kstatus also treats Ingress as Current at once. An application
+    whose Ingress controller does publish addresses sets `syncPolicy.ingressNeedsAddress`
+    (`HealthOptions.ingress_needs_address`), and its Ingresses are judged by
+    `ingress_address_required`, Argo CD's rule.
     """
     if addresses := lb_addresses(obj):
         return healthy(f"load balancer address: {', '.join(addresses)}")
-    return healthy("no load balancer address yet")
+    return healthy(INGRESS_WITHOUT_ADDRESS)
+
+
+def ingress_address_required(obj: Manifest) -> HealthStatus:
+    """Argo CD's rule: Progressing until `status.loadBalancer.ingress` has an entry."""
+    if addresses := lb_addresses(obj):
+        return healthy(f"load balancer address: {', '.join(addresses)}")
+    return progressing(
+        "waiting for the ingress controller to publish an address (status.loadBalancer.ingress;"
+        " the app sets syncPolicy.ingressNeedsAddress)"
+    )
 
 
 def apiservice(obj: Manifest) -> HealthStatus:
@@ -327,29 +350,35 @@ _HPA_FAILURES = {
 _HPA_V1_CONDITIONS = "autoscaling.alpha.kubernetes.io/conditions"
 
 
-def _hpa_conditions(obj: Manifest) -> dict[str, Condition]:
-    """autoscaling/v2 carries conditions in status; v1 in a JSON annotation."""
-    if found := conditions(obj):
-        return found
-    try:
-        return parse_conditions(
-            json.loads(text(obj, "metadata", "annotations", _HPA_V1_CONDITIONS))
-        )
-    except ValueError:
-        return {}
+def _hpa_condition_list(obj: Manifest) -> list[Condition]:
+    """The conditions in the order the controller wrote them (the v1 annotation included)."""
+    raw = field(obj, "status", "conditions")
+    if not isinstance(raw, list) or not raw:
+        try:
+            raw = json.loads(text(obj, "metadata", "annotations", _HPA_V1_CONDITIONS))
+        except ValueError:
+            raw = []
+    return list(parse_conditions(raw).values()) if isinstance(raw, list) else []
 
 
 def horizontalpodautoscaler(obj: Manifest) -> HealthStatus:
-    """Degraded on scale or metric failures, Healthy once AbleToScale or ScalingLimited is True,
-    else Progressing (no kstatus rule)."""
-    conds = _hpa_conditions(obj)
-    for c in conds.values():
-        if not c.is_true and c.reason in _HPA_FAILURES.get(c.type, set()):
-            return degraded(c.describe())
+    """Argo CD's rule, in its order: the conditions are read as the controller wrote them
+    (AbleToScale, ScalingActive, ScalingLimited) and the first that decides wins: a scale or
+    metric failure reason (whatever its status) is Degraded; AbleToScale=True or
+    ScalingLimited=True is Healthy. None deciding is Progressing (no kstatus rule).
+
+    So an HPA able to scale is Healthy even when a later ScalingActive=False reports a metric
+    failure (Argo CD's hpa-v1-healthy fixture): the failure is kept in the message."""
+    conds = _hpa_condition_list(obj)
     current = count(obj, "status", "currentReplicas")
     desired = count(obj, "status", "desiredReplicas")
-    if any(conds.get(k) and conds[k].is_true for k in ("AbleToScale", "ScalingLimited")):
-        return healthy(f"{current} replicas, {desired} desired")
+    for c in conds:
+        if c.reason in _HPA_FAILURES.get(c.type, set()):
+            return degraded(c.describe())
+        if c.type in ("AbleToScale", "ScalingLimited") and c.is_true:
+            later = [d.describe() for d in conds if d.reason in _HPA_FAILURES.get(d.type, set())]
+            note = f"; also {'; '.join(later)}" if later else ""
+            return healthy(f"{current} replicas, {desired} desired{note}")
     return progressing("waiting for the autoscaler to report that it is able to scale")
 
 
@@ -385,3 +414,29 @@ def customresourcedefinition(obj: Manifest) -> HealthStatus:
         return healthy("established")
     detail = established.describe() if established else "no Established condition yet"
     return progressing(f"waiting to be established: {detail}")
+
+
+# -- Argo CD's own kinds ------------------------------------------------------------------------
+
+
+def argo_workflow(obj: Manifest) -> HealthStatus:
+    """argoproj.io Workflow, Argo CD's built-in rule: Pending or Running (or no phase yet) is
+    Progressing, Succeeded Healthy, Failed or Error Degraded; the workflow's message is kept."""
+    phase = text(obj, "status", "phase")
+    message = text(obj, "status", "message")
+    shown = f"workflow {phase.lower() or 'not started'}" + (f": {message}" if message else "")
+    if phase == "Succeeded":
+        return healthy(shown)
+    if phase in ("Failed", "Error"):
+        return degraded(shown)
+    if phase in ("", "Pending", "Running"):
+        return progressing(shown)
+    return HealthStatus(Health.UNKNOWN, f"unrecognised workflow phase {phase}")
+
+
+def argo_application(obj: Manifest) -> HealthStatus:
+    """argoproj.io Application: no health signal, as in Argo CD since 1.8 (a child app's health
+    is its own controller's business; argo-cd#3781)."""
+    return no_signal(
+        "an Argo CD Application's health is not judged (Argo CD removed this check in 1.8)"
+    )

@@ -29,7 +29,8 @@ webhooks last. Like Argo CD, a normal Namespace or CRD needed by an object in an
 phase or wave is moved to the earliest one that needs it.
 
 Preconditions (the orchestrator's job): default namespaces are filled in (an object without
-one stays cluster-level here), and every object has a name, hooks using `generateName` too.
+one stays cluster-level here), and every object has a name: `prepare` names each run of a
+hook that uses `generateName` (`fleet.engine.plan.hooks`).
 `Step.obj` is the caller's dict, not a copy.
 """
 
@@ -62,12 +63,14 @@ __all__ = [
     "Wave",
     "delete_policies",
     "hook_phases",
+    "hook_steps",
     "is_hook",
     "kind_rank",
     "plan",
     "prune_order",
     "references",
     "sync_wave",
+    "without_hooks",
 ]
 
 HOOK_ANNOTATIONS = ("gitfleet.io/hook", "argocd.argoproj.io/hook")
@@ -406,6 +409,31 @@ def plan(objects: Sequence[Manifest]) -> SyncPlan:
         sync_fail=tuple(s for wave in waves if wave.phase == Phase.SYNC_FAIL for s in wave.steps),
         skipped=tuple(sorted(skipped)),
     )
+
+
+def without_hooks(plan: SyncPlan) -> SyncPlan:
+    """The plan with every hook step left out (SyncFail hooks too): a sync that runs no hooks
+    (`fleet.engine.plan.hooks.runs_hooks`). Waves left empty are dropped, and no step waits
+    for a hook any more."""
+    hooks = {s.ref for s in hook_steps(plan)}
+
+    def kept(step: Step) -> Step:
+        after, healthy = step.after - hooks, step.wait_healthy - hooks
+        return dataclasses.replace(step, after=after, wait_healthy=healthy)
+
+    waves = []
+    for wave in plan.waves:
+        tiers = tuple(
+            t for t in (tuple(kept(s) for s in tier if not s.is_hook) for tier in wave.tiers) if t
+        )
+        if tiers:
+            waves.append(dataclasses.replace(wave, tiers=tiers))
+    return dataclasses.replace(plan, waves=tuple(waves), sync_fail=())
+
+
+def hook_steps(plan: SyncPlan) -> tuple[Step, ...]:
+    """Every hook step of the plan, SyncFail hooks included, in run order."""
+    return tuple(s for w in plan.waves for s in w.steps if s.is_hook) + plan.sync_fail
 
 
 def _delete_rank(kind: str) -> int:

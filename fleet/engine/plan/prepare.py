@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fleet.engine.plan import tracking
+from fleet.engine.plan import hooks, tracking
 from fleet.engine.plan.boundaries import UNBOUNDED, Boundaries
 from fleet.engine.plan.order import hook_phases, is_hook
 from fleet.engine.plan.references import CRD_GROUP_KIND
-from fleet.errors import OutsideProject, RenderError
+from fleet.errors import OrderError, OutsideProject, RenderError
 from fleet.model import Manifest, ObjectRef
 
 ScopeOf = Callable[[str, str], bool | None]  # (apiVersion, kind) -> namespaced? None: unknown
@@ -62,16 +62,26 @@ def prepare(
     scope_of: ScopeOf,
     revision: str,
     boundaries: Boundaries = UNBOUNDED,
+    run_id: str = "",
 ) -> list[Manifest]:
-    """Copies of `objects` with namespaces set, hook names generated and ownership marked."""
+    """Copies of `objects` with namespaces set, hooks labelled with their identity and
+    generateName hooks named for the sync run `run_id` (the revision when empty), and ownership
+    marked."""
     prepared = []
     unknown: list[str] = []
+    generated: dict[ObjectRef, str] = {}
     for obj in objects:
         namespaced = scope_of(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
         if namespaced is None:
             unknown.append(str(ObjectRef.of(obj)))
             continue
-        prepared.append(tracking.mark(_placed(obj, namespaced, namespace, revision), owner))
+        placed = _placed(obj, namespaced, namespace)
+        if is_hook(placed):
+            prefix = hooks.generate_name(placed)
+            placed = hooks.name_instance(placed, app=owner.app, run_id=run_id or revision)
+            if prefix:
+                _check_generated(generated, ObjectRef.of(placed), prefix)
+        prepared.append(tracking.mark(placed, owner))
     if unknown:
         raise RenderError(
             "unknown kinds (the cluster does not serve them, and no CRD that this sync applies "
@@ -81,15 +91,25 @@ def prepare(
     return prepared
 
 
-def _placed(obj: Manifest, namespaced: bool, namespace: str, revision: str) -> Manifest:
+def _placed(obj: Manifest, namespaced: bool, namespace: str) -> Manifest:
     meta = dict(obj.get("metadata") or {})
     if namespaced:
         meta["namespace"] = meta.get("namespace") or namespace
     else:
         meta.pop("namespace", None)
-    if not meta.get("name") and meta.get("generateName"):
-        meta["name"] = f"{meta.pop('generateName')}{revision[:7]}"
     return {**obj, "metadata": meta}
+
+
+def _check_generated(seen: dict[ObjectRef, str], ref: ObjectRef, prefix: str) -> None:
+    """Two generateName hooks with one identity would be one hook: refuse, naming them."""
+    if ref in seen:
+        where = "/".join(filter(None, (ref.kind, ref.namespace, f"{prefix}*")))
+        raise OrderError(
+            f"{where} is declared twice: two hooks of the same kind and namespace share "
+            "generateName and phases; give one of them another generateName",
+            obj=where,
+        )
+    seen[ref] = prefix
 
 
 def check_boundaries(objects: Sequence[Manifest], boundaries: Boundaries) -> None:

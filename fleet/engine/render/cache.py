@@ -15,10 +15,16 @@ a reference the key does not cover fails loudly instead of serving a stale rende
 Every render is bounded by the sync's `Limits` (file and output sizes, object count, nesting,
 alias expansion, the tool's time and memory), which are part of the key too: a render cached
 under one project's limits is never served under tighter ones.
+
+Post-build `${var}` substitution (`substitute`) runs inside the render, on the text before it
+is parsed, and its variables are part of the key: two clusters with different values never
+share a render, nor a sync fingerprint. SOPS-encrypted Secrets are decrypted after the cache
+(`sops`): the cache, in memory and on disk, keeps what git holds, never a decrypted value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -31,13 +37,13 @@ from typing import Any
 import orjson
 
 from fleet.engine.limits import Limits
-from fleet.engine.render import helm, kustomize, plain
+from fleet.engine.render import helm, kustomize, plain, sops, substitute
 from fleet.engine.render.job import RenderJob, RenderParams, clean
 from fleet.engine.source.cache import Resolved, Snapshot, SourceCache
 from fleet.errors import RenderError
 from fleet.model import Manifest
 
-FORMAT = 2  # bump when the cached representation or a renderer's behaviour changes
+FORMAT = 3  # bump when the cached representation or a renderer's behaviour changes
 RENDERERS = ("plain", "kustomize", "helm")
 
 
@@ -69,19 +75,23 @@ class Renderer:
         *,
         limits: Limits | None = None,
     ) -> RenderResult:
+        limits = limits or Limits()
         with source.snapshot(resolved) as snap:
-            job = _plan(snap, clean(path), params, limits or Limits())
+            job = _plan(snap, clean(path), _tool_params(params), limits)
             key = _cache_key(job)
-            cached = self._load(key)
-            if cached is not None:
-                return RenderResult(cached, key, True, job.renderer, (job.path, *job.inputs))
-            data = _encode(_run(job), job.path)
-        self._store(key, data)
-        with self._lock:
-            self.renders += 1
-        return RenderResult(_decode(data), key, False, job.renderer, (job.path, *job.inputs))
+            loaded = self._load(key)
+            if loaded is None:
+                data = _encode(_run(job), job.path)
+        if loaded is None:
+            self._store(key, data)
+            with self._lock:
+                self.renders += 1
+        objects, origins = loaded if loaded is not None else _decode(data)
+        objects = tuple(sops.decrypt_objects(objects, origins, params.age_key, limits))
+        inputs = (job.path, *job.inputs)
+        return RenderResult(objects, key, loaded is not None, job.renderer, inputs)
 
-    def _load(self, key: str) -> tuple[Manifest, ...] | None:
+    def _load(self, key: str) -> Rendered | None:
         with self._lock:
             if key in self._memory:
                 self._memory.move_to_end(key)
@@ -92,7 +102,7 @@ class Renderer:
         data = file.read_bytes()
         try:
             objects = _decode(data)
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, KeyError, TypeError):
             return None  # a damaged cache file is rendered again and overwritten
         self._remember(key, data)
         return objects
@@ -119,6 +129,15 @@ class Renderer:
 
 
 # -- planning: which renderer, which inputs, which cache key ---------------------------------
+
+
+def _tool_params(params: RenderParams) -> RenderParams:
+    """What the render itself reads: helm values substituted, and never the age key."""
+    values, documents = params.values, params.values_yaml
+    if params.substitute is not None:
+        variables = dict(params.substitute)
+        values, documents = substitute.substitute_values(values, documents, variables)
+    return dataclasses.replace(params, values=values, values_yaml=documents, age_key="")
 
 
 def _plan(snap: Snapshot, path: str, params: RenderParams, limits: Limits) -> RenderJob:
@@ -148,6 +167,8 @@ def _cache_key(job: RenderJob) -> str:
     parts: dict[str, Any] = {"format": FORMAT, "renderer": job.renderer}
     parts["tree"] = job.snap.tree_id(job.path)
     parts["limits"] = asdict(job.limits)
+    if job.params.substitute is not None:
+        parts["substitute"] = [list(pair) for pair in job.params.substitute]
     if job.renderer != "plain":
         parts["params"] = asdict(job.params)
         parts["tool"] = tool_version(job.renderer)
@@ -168,20 +189,29 @@ def tool_version(renderer: str) -> str:
 # -- running renderers and the cached representation ----------------------------------------
 
 
-def _run(job: RenderJob) -> list[Manifest]:
-    if job.renderer == "kustomize":
-        return kustomize.render(job)
-    if job.renderer == "helm":
-        return helm.render(job)
-    return plain.render(job)
+Rendered = tuple[tuple[Manifest, ...], tuple[str, ...]]
+"""The objects of a render, and for each the file (or the tool's output) it came from."""
 
 
-def _encode(objects: list[Manifest], path: str) -> bytes:
+def _run(job: RenderJob) -> Rendered:
+    if job.renderer in ("kustomize", "helm"):
+        objects = kustomize.render(job) if job.renderer == "kustomize" else helm.render(job)
+        origin = f"{job.renderer} output of {job.path or '.'}"
+        return tuple(objects), tuple(origin for _ in objects)
+    found, origins = plain.render_sourced(job)
+    return tuple(found), tuple(origins)
+
+
+def _encode(rendered: Rendered, path: str) -> bytes:
+    objects, origins = rendered
     try:
-        return orjson.dumps(objects, option=orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(
+            {"objects": objects, "origins": origins}, option=orjson.OPT_NON_STR_KEYS
+        )
     except TypeError as e:
         raise RenderError(f"{path or '.'}: a value cannot be represented in JSON: {e}") from e
 
 
-def _decode(data: bytes) -> tuple[Manifest, ...]:
-    return tuple(orjson.loads(data))
+def _decode(data: bytes) -> Rendered:
+    stored = orjson.loads(data)
+    return tuple(stored["objects"]), tuple(stored["origins"])

@@ -35,6 +35,7 @@ from fleet.engine.render.job import (
     write_inside,
 )
 from fleet.engine.render.manifests import check_file, parse_manifests
+from fleet.engine.render.substitute import substitute_stream
 from fleet.engine.render.tools import child_environment, find_tool, run_tool, version_of
 from fleet.engine.source.cache import Snapshot
 from fleet.errors import RenderError
@@ -67,7 +68,10 @@ def render(job: RenderJob) -> list[Manifest]:
             helm([str(find_tool("helm")), "dependency", "build", "--skip-refresh", str(chart)])
         argv = [str(find_tool("helm")), "template", _release(job), str(chart), "--include-crds"]
         output = helm(argv + _helm_values_args(job, Path(tmp)))
-    objects = parse_manifests(f"helm output of {job.path or '.'}", output, job.limits)
+    where = f"helm output of {job.path or '.'}"
+    if job.params.substitute is not None:
+        output = substitute_stream(output, dict(job.params.substitute), where)
+    objects = parse_manifests(where, output, job.limits)
     return job.check_count(objects)
 
 

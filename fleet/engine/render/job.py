@@ -39,7 +39,10 @@ class RenderParams:
     """How to render. `values_files` are relative to the application path; `values` are helm
     `--set` pairs; `values_yaml` are extra values documents (e.g. a local `--values FILE`).
     `allow_remote`: kustomize may fetch remote resources and bases, helm chart dependencies
-    from repositories (the project's `allowRemoteRenders`); else both are refused."""
+    from repositories (the project's `allowRemoteRenders`); else both are refused.
+    `substitute`: the variables of post-build `${var}` substitution (`substitute`), None when
+    the app has it off. `age_key`: the project's age key for SOPS-encrypted objects (`sops`),
+    kept out of every repr, comparison and cache key."""
 
     renderer: str = "auto"  # auto | plain | kustomize | helm
     release_name: str = ""
@@ -48,6 +51,8 @@ class RenderParams:
     values: tuple[tuple[str, str], ...] = ()
     values_yaml: tuple[str, ...] = ()
     allow_remote: bool = False
+    substitute: tuple[tuple[str, str], ...] | None = None
+    age_key: str = dataclasses.field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True)

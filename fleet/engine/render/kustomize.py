@@ -39,6 +39,7 @@ from typing import Any
 
 from fleet.engine.render.job import RenderJob, is_file, join, materialize, reachable
 from fleet.engine.render.manifests import check_file, parse_manifests, yaml_documents
+from fleet.engine.render.substitute import substitute_stream
 from fleet.engine.render.tools import child_environment, find_tool, run_tool, version_of
 from fleet.engine.source.cache import Snapshot
 from fleet.errors import RenderError
@@ -86,7 +87,10 @@ def render(job: RenderJob) -> list[Manifest]:
         argv = [str(find_tool("kubectl")), "kustomize", str(root / job.path)]
         env = child_environment(home, network=network)
         output = run_tool(argv, cwd=root, what=what, limits=job.limits, env=env, network=network)
-    objects = parse_manifests(f"kustomize output of {job.path or '.'}", output, job.limits)
+    where = f"kustomize output of {job.path or '.'}"
+    if job.params.substitute is not None:
+        output = substitute_stream(output, dict(job.params.substitute), where)
+    objects = parse_manifests(where, output, job.limits)
     return job.check_count(objects)
 
 

@@ -3,6 +3,9 @@
 Every renderer ends here: the plain renderer with each file it reads, kustomize and helm with
 the tool's output. Each object must have apiVersion, kind and metadata.name; a `List` is
 expanded into its items. Errors name the file (or the tool's output), the document and the line.
+Only a hook (an Argo CD, gitfleet or Helm hook annotation) may have `metadata.generateName`
+instead of a name, as in Argo CD's own examples: each sync run names it
+(`fleet.engine.plan.hooks`). A normal object needs a name, since gitfleet tracks it by name.
 
 Text is untrusted, so parsing is bounded (`fleet.engine.limits`). YAML is composed into its
 node graph first (libyaml, which itself stops at 1,000 levels) and measured before a single
@@ -23,6 +26,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from fleet.engine.limits import Limits, hint
+from fleet.engine.plan.order import is_hook
 from fleet.errors import RenderError
 from fleet.model import Manifest
 
@@ -195,7 +199,15 @@ def validate(obj: Any, where: str) -> Manifest:
             raise RenderError(f"{where}: object has no {field}; every object needs {_NEEDS}")
     if not isinstance(name, str) or not name:
         kind = obj["kind"]
-        raise RenderError(f"{where}: {kind} has no metadata.name; every object needs {_NEEDS}")
+        prefix = metadata.get("generateName") if isinstance(metadata, dict) else None
+        if not isinstance(prefix, str) or not prefix:
+            raise RenderError(f"{where}: {kind} has no metadata.name; every object needs {_NEEDS}")
+        if not is_hook(obj):
+            raise RenderError(
+                f"{where}: {kind} has metadata.generateName ({prefix!r}) but no metadata.name; "
+                "only hooks (argocd.argoproj.io/hook, gitfleet.io/hook or helm.sh/hook) may "
+                "use generateName: give it a metadata.name"
+            )
     return obj
 
 

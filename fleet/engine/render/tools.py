@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 from fleet.engine.limits import Limits, hint, size_text
 from fleet.errors import FleetError, RenderError
@@ -91,9 +92,11 @@ def run_tool(
     limits: Limits,
     env: dict[str, str],
     network: bool = False,
+    stdin: IO[bytes] | None = None,
 ) -> bytes:
     """The standard output of `argv` run in `cwd` within `limits`, with exactly `env` (build
-    it with `child_environment`); `what` names the run in a RenderError."""
+    it with `child_environment`); `what` names the run in a RenderError. `stdin`: a file the
+    child reads as its standard input (else none)."""
     network_arg = "on" if network else "off"
     launcher = [sys.executable, "-I", "-S", str(LAUNCH), str(limits.render_memory_bytes)]
     launcher += [str(limits.max_render_bytes), network_arg, *argv]
@@ -101,7 +104,7 @@ def run_tool(
         launcher,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: a kill reaches its children too

@@ -53,6 +53,7 @@ _SHORT_SHA = re.compile(r"[0-9a-f]{4,39}")
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _MIRRORED = (b"refs/heads/", b"refs/tags/")
 _HEAD = Ref(b"HEAD")
+_REFUSED_NAMES = {"", ".", "..", ".git"}
 _Getter = Callable[[bytes], ShaFile]
 
 
@@ -105,6 +106,15 @@ class Snapshot:
         repository are left out; unsafe names, outside symlinks and submodules are refused."""
         tree = _tree_at(self._get, self.resolved, path)
         return dict(walk_files(self._get, tree, _clean_path(path)))
+
+    def directories(self, path: str) -> list[str]:
+        """Names of the directories directly under `path`, sorted (files, submodules and the
+        names git itself refuses, `.`, `..` and `.git`, left out): app generators list them."""
+        tree = _tree_at(self._get, self.resolved, path)
+        found = (
+            e.path.decode("utf-8", "replace") for e in tree.iteritems() if stat.S_ISDIR(e.mode)
+        )
+        return sorted(name for name in found if name.lower() not in _REFUSED_NAMES)
 
     def read_file(self, path: str) -> bytes | None:
         """The content of one file, or None when there is no regular file at `path`."""

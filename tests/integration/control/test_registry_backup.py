@@ -140,3 +140,18 @@ def test_a_restore_keeps_the_targets_own_bootstrap_admin_token(stores: tuple[Sto
     assert report.changes["tokens"]["kept"] == ["bootstrap-admin"]
     assert target.lookup_token("gf_new-admin-token-0123456789") is not None
     assert target.lookup_token("gf_old-admin-token-0123456789") is None
+
+
+def test_a_projects_age_key_travels_sealed_and_is_restored(stores: tuple[Store, Store]) -> None:
+    source, target = stores
+    _fill(source)
+    age_key = "AGE-SECRET-KEY-1" + "Q" * 58
+    source.age_keys.put("team", age_key)
+    text = dumps(_backup(source).export())
+    assert age_key not in text
+    _backup(target).restore(loads(text))
+    assert target.age_keys.key_for("team") == age_key
+    source.age_keys.delete("team")
+    report = _backup(target).restore(loads(dumps(_backup(source).export())))
+    assert report.counts()["projects"]["updated"] == 1
+    assert target.age_keys.key_for("team") == ""

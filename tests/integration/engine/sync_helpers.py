@@ -12,6 +12,7 @@ from typing import Any
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import SyncRequest, SyncResult
+from fleet.errors import KubeApiError
 from fleet.kube.client import KubeClient
 from fleet.model import Manifest, ObjectRef
 from tests.support.gitrepo import GitRepo
@@ -80,12 +81,18 @@ class WidgetController:
 
     def _loop(self) -> None:
         while not self.stop.wait(0.2):
-            for widget in self._widgets():
-                if (widget.get("status") or {}).get("conditions"):
-                    continue
-                self.observations.append(self.before_ready(widget))
-                ready = {"type": "Ready", "status": "True", "reason": "Done", "message": "ok"}
-                self.kube.patch_status(widget, {"conditions": [ready]})
+            try:
+                self._mark_ready()
+            except KubeApiError:  # e.g. 429 while the API server sets up a new CRD's storage
+                continue
+
+    def _mark_ready(self) -> None:
+        for widget in self._widgets():
+            if (widget.get("status") or {}).get("conditions"):
+                continue
+            self.observations.append(self.before_ready(widget))
+            ready = {"type": "Ready", "status": "True", "reason": "Done", "message": "ok"}
+            self.kube.patch_status(widget, {"conditions": [ready]})
 
     def _widgets(self) -> Iterator[Manifest]:
         if not self.kube.has_kind(f"{self.group}/v1", "Widget"):

@@ -179,3 +179,79 @@ def test_a_missing_file_exits_2_naming_it(
 
     assert code == 2
     assert capsys.readouterr().err == f"error: {path}: no such file\n"
+
+
+CUSTOM_RESOURCES = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: settings.example.com}
+spec:
+  group: example.com
+  names: {kind: Setting, plural: settings}
+  scope: Namespaced
+  versions: [{name: v1, served: true, storage: true}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions: [{name: v1, served: true, storage: true, subresources: {status: {}}}]
+---
+apiVersion: example.com/v1
+kind: Setting
+metadata: {name: s1, namespace: demo}
+spec: {level: 3}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: demo}
+spec: {size: 3}
+"""
+
+
+def test_crds_in_the_input_tell_no_health_signal_from_waiting_for_a_controller(
+    gitfleet: Gitfleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = gitfleet(["health", "-f", write(tmp_path, CUSTOM_RESOURCES), "-o", "json"])
+
+    assert code == 0
+    rows = {row["kind"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["Setting"]["health"] == "Healthy"
+    assert rows["Setting"]["message"].startswith("no health signal: Setting/demo/s1 reports")
+    assert rows["Widget"]["health"] == "Unknown"
+    assert "declares a status subresource" in rows["Widget"]["message"]
+
+
+INGRESS = """\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: shop}
+spec: {rules: [{host: shop.example.com}]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "health", "says"),
+    [
+        ([], "Healthy", "Healthy without one by gitfleet's default"),
+        (["--ingress-needs-address"], "Progressing", "waiting for the ingress controller"),
+    ],
+    ids=["default", "needs-address"],
+)
+def test_an_ingress_without_an_address_says_which_rule_judged_it(
+    gitfleet: Gitfleet,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    health: str,
+    says: str,
+) -> None:
+    code = gitfleet(["health", "-f", write(tmp_path, INGRESS), *flags])
+
+    assert code == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert row.split()[:4] == ["Ingress", "shop", "shop", health]
+    assert says in row

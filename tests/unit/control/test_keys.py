@@ -11,6 +11,8 @@ from fleet.control.keys import Keys, Queues
 KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:*": lambda k: k.pattern,
     "gitfleet:registry:generation": lambda k: k.generation,
+    "gitfleet:registry:app-changes": lambda k: k.app_changes,
+    "gitfleet:registry:app-changes-floor": lambda k: k.app_changes_floor,
     "gitfleet:clusters": lambda k: k.clusters,
     "gitfleet:projects": lambda k: k.projects,
     "gitfleet:apps": lambda k: k.apps,
@@ -29,6 +31,7 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:status:shop": lambda k: k.status("shop"),
     "gitfleet:history:shop:east": lambda k: k.history("shop", "east"),
     "gitfleet:operation:shop": lambda k: k.operation("shop"),
+    "gitfleet:ui-session:s3ss10n": lambda k: k.ui_session("s3ss10n"),
     "gitfleet:stats:syncs": lambda k: k.sync_counts,
     "gitfleet:stats:duration:sync": lambda k: k.sync_durations,
     "gitfleet:stats:duration:stage:render": lambda k: k.stage_durations("render"),
@@ -41,6 +44,11 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     ),
     "gitfleet:delivery:72d3162e-cc78": lambda k: k.delivery("72d3162e-cc78"),
     "gitfleet:project-webhook-secret:team-a": lambda k: k.project_webhook_secret("team-a"),
+    "gitfleet:project-age-key:team-a": lambda k: k.project_age_key("team-a"),
+    "gitfleet:notify:subscriptions": lambda k: k.notify("subscriptions"),
+    "gitfleet:appset:set:web": lambda k: k.appset("set:web"),
+    "gitfleet:plan:id:abc": lambda k: k.plan("id:abc"),
+    "gitfleet:commit-clock:stats": lambda k: k.commit_clock("stats"),
     "gitfleet:workers": lambda k: k.workers,
     "gitfleet:worker:w1": lambda k: k.worker("w1"),
     "gitfleet:lease:shop@east": lambda k: k.lease("shop@east"),
@@ -52,6 +60,9 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:scheduler:lease:coordinator": lambda k: k.scheduler_lease("coordinator"),
     "gitfleet:scheduler:last": lambda k: k.scheduler_last,
     "gitfleet:scheduler:blocked": lambda k: k.scheduler_blocked,
+    "gitfleet:rollouts": lambda k: k.rollouts,
+    "gitfleet:rollout:shop": lambda k: k.rollout("shop"),
+    "gitfleet:rollout-pins:shop": lambda k: k.rollout_pins("shop"),
     "gitfleet:journal": lambda k: k.journal,
 }
 

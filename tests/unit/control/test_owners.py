@@ -32,7 +32,7 @@ def test_safe_ids_do_not_collide_for_an_underscore_and_its_escape() -> None:
 
 def test_a_person_asks_by_hand_rollback_or_cli_and_automation_by_webhook_interval_or_heal() -> None:
     assert {t for t in Trigger if t.by_person} == {"manual", "rollback", "cli"}
-    assert {t for t in Trigger if t.automated} == {"webhook", "interval", "self-heal"}
+    assert {t for t in Trigger if t.automated} == {"webhook", "interval", "self-heal", "rollout"}
 
 
 def test_a_manual_intent_is_not_replaced_by_an_automated_one() -> None:

@@ -12,7 +12,9 @@ from fleet.control.registry.syncrecords import (
     ResourceRecord,
     SkipRecord,
     SyncRecord,
+    WaveRecord,
 )
+from fleet.engine.contract import MAX_WAVE_TIMINGS, SyncResult, WaveTiming
 from fleet.model import Action, Health, ObjectRef, Outcome, SyncStatus, Trigger
 
 # written before records carried result, duration_s, stages, fingerprint, attempt or worker
@@ -137,6 +139,8 @@ def test_a_sync_record_writes_every_field_with_timestamps_as_isoformat() -> None
         "worker": "",
         "result": "succeeded",
         "duration_s": 0.0,
+        "message": "",
+        "waves": [],
     }
     assert HISTORY.validate_json(HISTORY.dump_json(record)) == record
     assert not record.resources[0].declared
@@ -155,3 +159,45 @@ def test_a_status_written_before_deleted_and_checked_existed_reads_with_their_de
         (),
     )
     assert status.last_sync is not None and status.last_sync.revision == "abc123"
+
+
+def test_a_sync_record_older_than_wave_timings_reads_with_no_waves() -> None:
+    record = HISTORY.validate_json(json.dumps(OLD_SYNC))
+
+    assert isinstance(record, SyncRecord) and record.waves == ()
+
+
+def test_a_syncs_wave_timings_are_recorded_capped_and_read_back_unchanged() -> None:
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    timings = tuple(
+        WaveTiming("PreSync" if n == 0 else "Sync", n, offset=0.25 * n, seconds=0.2, objects=n + 1)
+        for n in range(MAX_WAVE_TIMINGS + 5)
+    )
+    result = SyncResult(
+        app="shop",
+        revision="abc123",
+        sync_status=SyncStatus.SYNCED,
+        health=Health.HEALTHY,
+        started=started,
+        finished=started,
+        trace_id="e" * 32,
+        waves=timings,
+    )
+
+    record = SyncRecord.of(result, cluster="east", trigger=Trigger.MANUAL)
+    stored = json.loads(HISTORY.dump_json(record))
+
+    assert len(record.waves) == MAX_WAVE_TIMINGS
+    assert record.waves[:2] == (
+        WaveRecord(phase="PreSync", number=0, offset=0.0, seconds=0.2, objects=1),
+        WaveRecord(phase="Sync", number=1, offset=0.25, seconds=0.2, objects=2),
+    )
+    assert stored["waves"][1] == {
+        "phase": "Sync",
+        "number": 1,
+        "offset": 0.25,
+        "seconds": 0.2,
+        "objects": 2,
+        "failed": False,
+    }
+    assert HISTORY.validate_json(json.dumps(stored)) == record

@@ -2,7 +2,9 @@
 
 Each file in `tests/data/health/` is one case: a two-document YAML stream whose first document
 is `{expect: {health: ..., message_contains: ...}}` (or `message:` for an exact match) and whose
-second document is the live object. The test id is the file name.
+second document is the live object. The test id is the file name. Optional keys of `expect`:
+`expects_status` (what the caller knows of the CRD's status subresource) and
+`ingress_needs_address` (the app's option).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ import pytest
 import yaml
 
 from fleet.engine.health import rules as health_rules
-from fleet.engine.health.assess import RULES, assess, assess_missing, is_ready, worst
+from fleet.engine.health.assess import (
+    RULES,
+    HealthOptions,
+    assess,
+    assess_missing,
+    is_ready,
+    worst,
+)
 from fleet.model import Health, HealthStatus, Manifest, ObjectRef
 from tests.support.paths import DATA
 
@@ -42,7 +51,8 @@ def test_assess_gives_the_health_and_reason_the_fixture_expects(path: Path) -> N
     expect, obj = load_case(path)
     before = copy.deepcopy(obj)
 
-    status = assess(obj)
+    options = HealthOptions(ingress_needs_address=expect.get("ingress_needs_address", False))
+    status = assess(obj, options, expects_status=expect.get("expects_status"))
 
     assert status.health == Health(expect["health"]), status.message
     if "message" in expect:
@@ -52,22 +62,24 @@ def test_assess_gives_the_health_and_reason_the_fixture_expects(path: Path) -> N
     assert obj == before, "assess must not modify the object it judges"
 
 
-def _healths_by_kind() -> dict[tuple[str, str], set[Health]]:
-    seen: dict[tuple[str, str], set[Health]] = defaultdict(set)
+def _healths_by_rule() -> dict[object, set[Health]]:
+    """The healths the fixtures expect, by the rule that judges them (aliases such as the
+    extensions/v1beta1 kinds share their apps/v1 rule)."""
+    seen: dict[object, set[Health]] = defaultdict(set)
     for path in CASES:
         expect, obj = load_case(path)
         ref = ObjectRef.of(obj)
-        key = (ref.group, ref.kind) if (ref.group, ref.kind) in RULES else ("*", "generic")
-        seen[key].add(Health(expect["health"]))
+        seen[RULES.get((ref.group, ref.kind), "generic")].add(Health(expect["health"]))
     return seen
 
 
 def test_every_kind_with_its_own_rule_has_a_healthy_and_an_unhealthy_fixture() -> None:
-    seen = _healths_by_kind()
-    judged = [key for key, rule in RULES.items() if rule is not health_rules.exists]
-    for key in [*judged, ("*", "generic")]:
-        assert Health.HEALTHY in seen[key], f"no Healthy fixture for {key}"
-        assert seen[key] - {Health.HEALTHY}, f"no fixture that is not Healthy for {key}"
+    seen = _healths_by_rule()
+    constant = {health_rules.exists, health_rules.argo_application}
+    judged = {rule: key for key, rule in RULES.items() if rule not in constant}
+    for rule, key in [*judged.items(), ("generic", ("*", "generic"))]:
+        assert Health.HEALTHY in seen[rule], f"no Healthy fixture for {key}"
+        assert seen[rule] - {Health.HEALTHY}, f"no fixture that is not Healthy for {key}"
 
 
 def _malformed(group: str, kind: str) -> Manifest:

@@ -6,7 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
+from fleet.engine.contract import (
+    MAX_WAVE_TIMINGS,
+    ResourceResult,
+    SyncRequest,
+    SyncResult,
+    WaveTiming,
+)
 from fleet.engine.report import StageReport, fold
 from fleet.errors import ApplyError, FleetError, HealthTimeout, SourceError
 from fleet.model import Action, Health, ObjectRef, SyncStatus
@@ -105,3 +111,46 @@ def test_pruned_objects_do_not_count_towards_the_apps_health() -> None:
         OLD: Action.PRUNED,
         WEB: Action.UNCHANGED,
     }
+
+
+def test_a_timed_out_wave_with_objects_left_unapplied_is_out_of_sync_and_missing() -> None:
+    reached = entry(WEB, Action.CREATED, Health.PROGRESSING)
+    never = ResourceResult(CONFIG, 1, Action.SKIPPED, Health.MISSING, "not applied: ...")
+    stopped = StageReport(
+        resources=(reached, never), undone=True, note="the sync stopped at Sync wave 0"
+    )
+    unpruned = StageReport(undone=False, note="prune did not run")
+    result = folded(StageReport(compared=True), unpruned, stopped, error=HealthTimeout("late"))
+    assert (result.sync_status, result.health) == (SyncStatus.OUT_OF_SYNC, Health.MISSING)
+    assert result.message == "prune did not run; the sync stopped at Sync wave 0"
+    assert result.to_json()["message"] == result.message
+
+
+def test_the_apply_stages_wave_timings_fold_into_the_result_and_its_json() -> None:
+    timed = (
+        WaveTiming("PreSync", 0, offset=0.0, seconds=0.4, objects=1),
+        WaveTiming("Sync", 1, offset=0.4, seconds=1.1, objects=2, failed=True),
+    )
+    result = folded(
+        StageReport(compared=True),
+        StageReport(resources=(entry(WEB, Action.CREATED, Health.HEALTHY),), waves=timed),
+        StageReport(writes=1),  # prune and record time no wave: the apply stage's stay
+    )
+    assert result.waves == timed
+    assert result.to_json()["waves"] == [
+        {"phase": "PreSync", "number": 0, "offset": 0.0, "seconds": 0.4, "objects": 1,
+         "failed": False},
+        {"phase": "Sync", "number": 1, "offset": 0.4, "seconds": 1.1, "objects": 2,
+         "failed": True},
+    ]  # fmt: skip
+    assert folded(StageReport(compared=True)).waves == ()
+
+
+def test_a_sync_with_more_waves_than_the_cap_keeps_only_the_first_ones() -> None:
+    many = tuple(
+        WaveTiming("Sync", n, offset=n * 0.1, seconds=0.1, objects=1)
+        for n in range(MAX_WAVE_TIMINGS + 25)
+    )
+    result = folded(StageReport(compared=True, waves=many))
+    assert len(result.waves) == MAX_WAVE_TIMINGS
+    assert result.waves == many[:MAX_WAVE_TIMINGS]

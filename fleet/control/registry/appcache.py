@@ -1,0 +1,109 @@
+"""Every app record in memory, kept current by reading only what changed since the last look.
+
+A coordinator or a worker loops over all apps often (the scheduler's tick, the app list, push
+matching): with 10,000 apps a full reload reads and decodes every record, and any registry write
+(a sync request's app update, an app created by another replica) would force one. So each app
+write also notes, in one sorted set, the registry generation it produces
+(`<p>:registry:app-changes`, member the app name, score that generation); a cache that last
+looked at generation G asks only for the apps scored above G and re-reads those. The set is
+trimmed to the last `WINDOW` generations; a cache older than the trim (the floor,
+`<p>:registry:app-changes-floor`), and every cache after a bulk write such as a registry import
+(which raises the floor), reloads everything. Every note is written inside the registry write's
+own transaction (`fleet.control.registry.transact`), which WATCHes the generation, so the score
+is exactly the generation that write produces.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+from redis import Redis
+from redis.client import Pipeline
+
+from fleet.control.keys import Keys
+from fleet.control.registry import records
+from fleet.control.registry.records import AppRecord
+
+WINDOW = 100_000  # generations of app changes kept for incremental refreshes
+
+
+def _next_generation(redis: Redis, keys: Keys) -> int:
+    """The generation the running transaction will produce (its WATCH pins the current one)."""
+    raw = redis.get(keys.generation)
+    return int(raw) + 1 if isinstance(raw, bytes) else 1
+
+
+def note_change(redis: Redis, keys: Keys, pipe: Pipeline, name: str) -> None:
+    """Inside a registry write: app `name` was created, replaced or deleted."""
+    generation = _next_generation(redis, keys)
+    pipe.zadd(keys.app_changes, {name: generation})
+    if generation % 1000 == 0:
+        floor = generation - WINDOW
+        if floor > 0:
+            pipe.zremrangebyscore(keys.app_changes, "-inf", floor)
+            pipe.set(keys.app_changes_floor, floor)
+
+
+def note_bulk_change(redis: Redis, keys: Keys, pipe: Pipeline) -> None:
+    """Inside a registry write that changed apps without noting each: every cache reloads."""
+    pipe.set(keys.app_changes_floor, _next_generation(redis, keys))
+
+
+class AppCache:
+    """The app records of one registry, by name, refreshed on demand (thread-safe)."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._generation: int | None = None
+        self._by_name: dict[str, AppRecord] = {}
+        self._names: list[str] = []  # sorted
+        self._ordered: list[AppRecord] = []
+        self._lock = threading.Lock()
+
+    def apps(self) -> list[AppRecord]:
+        """Every app, by name, as of now (a copy the caller may keep)."""
+        raw = self.redis.get(self.keys.generation)
+        generation = int(raw) if isinstance(raw, bytes) else 0
+        with self._lock:
+            if generation != self._generation:
+                self._refresh(generation)
+            return list(self._ordered)
+
+    def _refresh(self, generation: int) -> None:
+        since = self._generation
+        floor_raw = self.redis.get(self.keys.app_changes_floor)
+        floor = int(floor_raw) if isinstance(floor_raw, bytes) else 0
+        if since is None or since < floor:
+            self._reload()
+        else:
+            changed = self.redis.zrangebyscore(self.keys.app_changes, f"({since}", "+inf")
+            self._update([m.decode() for m in changed])  # type: ignore[union-attr]
+        self._generation = generation
+
+    def _reload(self) -> None:
+        names = sorted(m.decode() for m in self.redis.smembers(self.keys.apps))  # type: ignore[union-attr]
+        raws = self.redis.mget([self.keys.app(n) for n in names]) if names else []
+        self._by_name = {
+            n: records.from_json(AppRecord, raw)
+            for n, raw in zip(names, raws, strict=True)
+            if isinstance(raw, bytes)
+        }
+        self._names = list(self._by_name)
+        self._ordered = list(self._by_name.values())
+
+    def _update(self, names: list[str]) -> None:
+        if not names:
+            return
+        raws = self.redis.mget([self.keys.app(n) for n in names])
+        for name, raw in zip(names, raws, strict=True):
+            known = name in self._by_name
+            if isinstance(raw, bytes):
+                self._by_name[name] = records.from_json(AppRecord, raw)
+                if not known:
+                    bisect.insort(self._names, name)
+            elif known:
+                del self._by_name[name]
+                del self._names[bisect.bisect_left(self._names, name)]
+        self._ordered = [self._by_name[n] for n in self._names]

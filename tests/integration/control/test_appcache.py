@@ -1,0 +1,108 @@
+"""`Store.list_apps_cached` against a real Redis: two coordinators (two Store objects, as two
+API replicas or an API and a worker) see each other's app writes, deletions and imports, and a
+refresh re-reads only what changed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+
+from fleet.control.keys import Keys
+from fleet.control.registry import appcache, records
+from fleet.control.registry.backup import Backup
+from fleet.control.registry.records import (
+    AppDestination,
+    AppRecord,
+    AppSource,
+    ClusterCredentials,
+    ClusterRecord,
+)
+from fleet.control.registry.secrets import SecretBox
+from fleet.control.registry.store import Store
+
+KEY = Fernet.generate_key().decode()
+
+
+@pytest.fixture
+def replicas(client: redis.Redis) -> Iterator[tuple[Store, Store]]:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    box = SecretBox.from_setting(KEY)
+    writer, reader = Store(client, box, prefix=prefix), Store(client, box, prefix=prefix)
+    writer.put_cluster(ClusterRecord("c1", "https://k:6443"), ClusterCredentials(token="t"))
+    yield writer, reader
+    for key in client.scan_iter(Keys(prefix).pattern):
+        client.delete(key)
+
+
+def _app(name: str, path: str = "deploy") -> AppRecord:
+    return AppRecord(
+        name, AppSource("https://git.example.com/t/r", path), AppDestination("ns", "c1")
+    )
+
+
+def _names(store: Store) -> list[str]:
+    return [a.name for a in store.list_apps_cached()]
+
+
+def test_another_replicas_creates_replaces_and_deletes_show_in_name_order(
+    replicas: tuple[Store, Store],
+) -> None:
+    writer, reader = replicas
+    for name in ("bravo", "alpha"):
+        writer.put_app(_app(name), create=True)
+    assert _names(reader) == ["alpha", "bravo"]
+
+    writer.put_app(_app("charlie"), create=True)
+    writer.put_app(
+        replace(writer.get_app("alpha"), source=AppSource("https://git.example.com/t/r", "v2"))
+    )
+    writer.delete_app("bravo")
+
+    assert _names(reader) == ["alpha", "charlie"]
+    assert reader.list_apps_cached()[0].source.path == "v2"
+    assert reader.list_apps_cached() == reader.list_apps()
+
+
+def test_a_refresh_rereads_only_the_apps_written_since_and_keeps_the_others(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    writer, reader = replicas
+    for i in range(20):
+        writer.put_app(_app(f"app-{i:02d}"), create=True)
+    before = {a.name: a for a in reader.list_apps_cached()}
+    client.set(writer.keys.app("app-05"), b"not json: only a full reload would read this")
+    writer.put_app(
+        replace(writer.get_app("app-07"), source=AppSource("https://git.example.com/t/r", "x"))
+    )
+
+    after = {a.name: a for a in reader.list_apps_cached()}
+
+    assert after["app-07"].source.path == "x"
+    assert after["app-05"] is before["app-05"]  # not re-read: its change was never noted
+    assert all(after[n] is before[n] for n in before if n != "app-07")
+
+
+def test_a_registry_import_and_a_trimmed_change_log_make_every_cache_reload(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    writer, reader = replicas
+    writer.put_app(_app("alpha"), create=True)
+    assert _names(reader) == ["alpha"]
+    document = Backup(writer.redis, writer.box, writer.keys).export()
+    writer.delete_app("alpha")
+    assert _names(reader) == []
+
+    Backup(writer.redis, writer.box, writer.keys).restore(document)
+    assert _names(reader) == ["alpha"]
+
+    client.set(writer.keys.app("ghost"), records.to_json(_app("ghost")))
+    client.sadd(writer.keys.apps, "ghost")  # written with no change noted, as before this cache
+    generation = int(client.get(writer.keys.generation) or 0)
+    client.set(writer.keys.app_changes_floor, generation + appcache.WINDOW)
+    client.incr(writer.keys.generation)
+    assert _names(reader) == ["alpha", "ghost"]

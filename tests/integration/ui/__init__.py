@@ -1,0 +1,1 @@
+"""The web UI in a real headless Chromium against a real coordinator, workers and testbed."""

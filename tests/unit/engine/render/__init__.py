@@ -1,0 +1,1 @@
+"""The render stage's pure parts: post-build substitution."""

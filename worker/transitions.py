@@ -1,0 +1,49 @@
+"""What follows a sync's status write: notifications and the commit-to-healthy clock.
+
+`after_sync(store, previous, status, record)` runs once the worker has written an instance's
+status (`worker.status.write_sync`). It compares the status before and after for the
+notifications' transitions (`fleet.control.notifications.observe`: a few Redis commands that
+queue a delivery, never a post) and advances the instance's commit-to-healthy clock
+(`fleet.control.commitclock`). Neither may fail the sync: any error is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fleet.control.commitclock import CommitClock
+from fleet.control.notifications import observe
+from fleet.control.notifications.events import Seen
+from fleet.control.registry.repos import normalize_repo
+from fleet.control.registry.store import Store
+from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
+from fleet.model import SyncStatus
+
+log = logging.getLogger("gitfleet.worker")
+
+
+def after_sync(
+    store: Store, previous: InstanceStatus | None, status: InstanceStatus, record: SyncRecord
+) -> None:
+    seen = Seen(
+        failed=bool(record.error),
+        health=status.health,
+        error=record.error or status.message,
+        trigger=str(record.trigger),
+        was_out_of_sync=previous is not None and previous.sync_status == SyncStatus.OUT_OF_SYNC,
+        sync_status=status.sync_status,
+    )
+    observe(store.redis, store.keys, record.app, record.cluster, seen, status.revision)
+    try:
+        app = store.get_app(record.app)
+        CommitClock(store.redis, store.keys).observe(
+            record.app,
+            record.cluster,
+            repo=normalize_repo(app.source.repo),
+            revision=status.revision,
+            sync_status=status.sync_status,
+            health=status.health,
+            started=record.started,
+        )
+    except Exception:
+        log.exception("commit-to-healthy clock of %s@%s not advanced", record.app, record.cluster)
