@@ -48,6 +48,11 @@ STATUS: dict[type[FleetError], int] = {
 }
 
 
+def status_of(error: FleetError, default: int) -> int:
+    """The HTTP status of a registry error by its kind (`STATUS`), else `default`."""
+    return next((code for kind, code in STATUS.items() if isinstance(error, kind)), default)
+
+
 def field_name(loc: tuple[int | str, ...] | list[int | str]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -70,7 +75,7 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FleetError)
-    status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
+    status = status_of(exc, 500)
     if status == 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc)
     return JSONResponse({"detail": str(exc)}, status_code=status)

@@ -24,13 +24,10 @@ def register(store: Store) -> ClusterRecord | None:
     """The `in-cluster` record, created if missing; None when not running in a cluster."""
     if not incluster.is_in_cluster():
         return None
-    names = {c.name for c in store.list_clusters()}
-    if incluster.NAME in names:
-        return store.get_cluster(incluster.NAME)
     record = ClusterRecord(incluster.NAME, incluster.SERVER, labels={})
     try:
         created = store.put_cluster(record, ClusterCredentials(in_cluster=True), create=True)
-    except AlreadyExists:  # another replica started at the same moment
+    except AlreadyExists:  # an earlier start, another replica, or an admin registered it
         return store.get_cluster(incluster.NAME)
     log.info("registered the cluster this coordinator runs in as %s", incluster.NAME)
     return created

@@ -12,29 +12,15 @@ attempts, the last HTTP status code and error (`api.routes.subscriptions`).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-from api.client import ClientError
-from cli.options import client_of, connection_options
+from cli.options import client_of, connection_options, file_or_stdin
 from cli.output import print_json, table
 from fleet.control.notifications.events import EVENTS
 
 
-def _read(path: str | None, what: str) -> str:
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as e:
-            raise ClientError(f"{what} {path}: {e.strerror}") from None
-    if sys.stdin.isatty():
-        raise ClientError(f"give {what} FILE, or pipe it on standard input")
-    return sys.stdin.read().strip()
-
-
 def run_add(args: argparse.Namespace) -> int:
-    url = args.url or _read(args.url_file, "--url-file")
+    url = args.url or file_or_stdin(args.url_file, "--url-file", "it").strip()
     body: dict[str, Any] = {
         "name": args.name,
         "kind": "slack" if args.slack else "webhook",
@@ -44,7 +30,7 @@ def run_add(args: argparse.Namespace) -> int:
         "url": url,
     }
     if not args.slack:
-        body["secret"] = _read(args.secret_file, "--secret-file")
+        body["secret"] = file_or_stdin(args.secret_file, "--secret-file", "it").strip()
     created = client_of(args).call("POST", "/api/v1/subscriptions", body=body)
     if args.output == "json":
         print_json(created)

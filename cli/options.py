@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
+from pathlib import Path
 
 from api.client import ClientError, CoordinatorClient
 from fleet.control.windows import parse_duration
@@ -34,6 +36,19 @@ def client_of(args: argparse.Namespace) -> CoordinatorClient:
     if not token:
         raise ClientError("no token: pass --token T or set GITFLEET_TOKEN")
     return CoordinatorClient(server, token)
+
+
+def file_or_stdin(path: str | None, option: str, what: str) -> str:
+    """A secret from `option` FILE or, without it, piped on standard input: never from argv,
+    which every user of the machine can read in `ps`."""
+    if path:
+        try:
+            return Path(path).read_text()
+        except OSError as e:
+            raise ClientError(f"{option} {path}: {e.strerror}") from None
+    if sys.stdin.isatty():
+        raise ClientError(f"give {option} FILE, or pipe {what} on standard input")
+    return sys.stdin.read()
 
 
 def labels_of(items: list[str], option: str) -> dict[str, str]:

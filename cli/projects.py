@@ -9,25 +9,11 @@ stored, its public id and when it was set (`api.routes.projects`).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-from api.client import ClientError
 from cli import plans
-from cli.options import client_of, connection_options
+from cli.options import client_of, connection_options, file_or_stdin
 from cli.output import print_json
-
-
-def _key_text(args: argparse.Namespace) -> str:
-    if args.key_file:
-        try:
-            return Path(args.key_file).read_text()
-        except OSError as e:
-            raise ClientError(f"--key-file {args.key_file}: {e.strerror}") from None
-    if sys.stdin.isatty():
-        raise ClientError("give --key-file FILE, or pipe the age key on standard input")
-    return sys.stdin.read()
 
 
 def _show(args: argparse.Namespace, info: dict[str, Any]) -> int:
@@ -41,7 +27,7 @@ def _show(args: argparse.Namespace, info: dict[str, Any]) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
-    body = {"ageKey": _key_text(args)}
+    body = {"ageKey": file_or_stdin(args.key_file, "--key-file", "the age key")}
     return _show(args, client_of(args).call("PUT", _path(args), body=body))
 
 

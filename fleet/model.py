@@ -124,6 +124,16 @@ class ObjectRef:
             name=str(meta.get("name") or ""),
         )
 
+    def to_json(self) -> dict[str, str]:
+        """The five fields by name, as every JSON record that names an object spells them."""
+        return {
+            "group": self.group,
+            "version": self.version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+        }
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version

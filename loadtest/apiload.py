@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 
 from deploy.testbed import runner
-from deploy.testbed.build import ensure_binaries
 from loadtest.context import percentile
 from loadtest.fleetrun import BenchError, Fleet
 from loadtest.workload import App, create_repo, plan_apps
@@ -217,7 +216,6 @@ def run(out: Path, *, apps: int, rps: float, seconds: float, seed: int = 7) -> d
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
-    ensure_binaries(announce=True)
     planned = plan_apps("load", apps, ["cluster-1"])
     repo = work / "repo"
     create_repo(repo, planned, 1)

@@ -25,7 +25,7 @@ from api.appschemas import RollbackIn, SyncIn
 from api.auth import Principal, authorize, require_writer
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.routes import plans
-from api.routes.apps import not_deleting, visible_app
+from api.routes.apps import not_deleting, targets, visible_app
 from api.syncs import request_syncs
 from api.views import (
     Accepted,
@@ -36,22 +36,11 @@ from api.views import (
     history_view,
 )
 from fleet.control.policy import blocked_reason
-from fleet.control.registry.records import AppRecord
-from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import PREVIEW, RollbackOperation, SyncOperation
 from fleet.model import Trigger
 
 log = logging.getLogger("api.apps")
 router = APIRouter(prefix="/apps", tags=["applications"], dependencies=[Depends(authorize)])
-
-
-def targets(store: Store, record: AppRecord, cluster: str | None) -> list[str]:
-    clusters = store.instances(record)
-    if cluster is not None and cluster not in clusters:
-        raise HTTPException(404, f"cluster: app {record.name} has no instance on {cluster}")
-    if not clusters:
-        raise HTTPException(409, f"app {record.name} targets no registered cluster")
-    return [cluster] if cluster else clusters
 
 
 @router.post("/{name}/sync", status_code=202)

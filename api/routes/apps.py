@@ -57,6 +57,17 @@ def not_deleting(record: AppRecord) -> None:
         raise HTTPException(409, f"app {record.name} is being deleted")
 
 
+def targets(store: Store, record: AppRecord, cluster: str | None) -> list[str]:
+    """The clusters a request about `record` acts on: `cluster` (404 unless the app deploys
+    there), else every cluster the app targets (409 when none)."""
+    clusters = store.instances(record)
+    if cluster is not None and cluster not in clusters:
+        raise HTTPException(404, f"cluster: app {record.name} has no instance on {cluster}")
+    if not clusters:
+        raise HTTPException(409, f"app {record.name} targets no registered cluster")
+    return [cluster] if cluster else clusters
+
+
 def not_generated(store: Store, record: AppRecord, action: str) -> None:
     """Apps an app set made follow the set (`fleet.control.appsets`): 409 naming it, while
     the set exists (an app left by a set deleted mid-reconcile is anyone's to fix)."""

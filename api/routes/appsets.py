@@ -20,7 +20,7 @@ import logging
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import Field, ValidationError
@@ -144,6 +144,13 @@ def appsets_for(store: Store, dispatcher: object, settings: Settings) -> AppSets
     )
 
 
+def _appsets(store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> AppSets:
+    return appsets_for(store, dispatcher, settings)
+
+
+AppSetsDep = Annotated[AppSets, Depends(_appsets)]
+
+
 def stored_template(body: AppSetIn) -> dict[str, Any]:
     """The template as app record data: checked as a POST /apps body (each `{{param}}` stood
     in for by a placeholder that any string field accepts), then given its parameters back."""
@@ -234,15 +241,10 @@ def _visible(appsets: AppSets, principal: Principal, name: str) -> AppSetRecord:
 
 @router.post("", status_code=201, response_model_exclude_none=True)
 def create_appset(
-    body: AppSetIn,
-    store: StoreDep,
-    principal: Principal,
-    settings: SettingsDep,
-    dispatcher: DispatcherDep,
+    body: AppSetIn, principal: Principal, settings: SettingsDep, appsets: AppSetsDep
 ) -> AppSetView:
     require_project(principal, body.project)
     require_writer(principal, "create app sets")
-    appsets = appsets_for(store, dispatcher, settings)
     record = record_of(body)
     admit(appsets, record, principal=principal, settings=settings)
     record = appsets.put(record, create=True)
@@ -253,16 +255,10 @@ def create_appset(
 
 @router.put("/{name}", response_model_exclude_none=True)
 def replace_appset(
-    name: str,
-    body: AppSetIn,
-    store: StoreDep,
-    principal: Principal,
-    settings: SettingsDep,
-    dispatcher: DispatcherDep,
+    name: str, body: AppSetIn, principal: Principal, settings: SettingsDep, appsets: AppSetsDep
 ) -> AppSetView:
     if body.name != name:
         raise HTTPException(422, f"name: {body.name} does not match the URL's {name}")
-    appsets = appsets_for(store, dispatcher, settings)
     old = _visible(appsets, principal, name)
     require_project(principal, body.project)
     require_writer(principal, "change app sets")
@@ -277,10 +273,7 @@ def replace_appset(
 
 
 @router.get("", response_model_exclude_none=True)
-def list_appsets(
-    store: StoreDep, principal: Principal, settings: SettingsDep, dispatcher: DispatcherDep
-) -> list[AppSetView]:
-    appsets = appsets_for(store, dispatcher, settings)
+def list_appsets(principal: Principal, appsets: AppSetsDep) -> list[AppSetView]:
     return [
         view(r, appsets.status(r.name))
         for r in appsets.list_sets()
@@ -289,29 +282,15 @@ def list_appsets(
 
 
 @router.get("/{name}", response_model_exclude_none=True)
-def get_appset(
-    name: str,
-    store: StoreDep,
-    principal: Principal,
-    settings: SettingsDep,
-    dispatcher: DispatcherDep,
-) -> AppSetView:
-    appsets = appsets_for(store, dispatcher, settings)
+def get_appset(name: str, principal: Principal, appsets: AppSetsDep) -> AppSetView:
     record = _visible(appsets, principal, name)
     return view(record, appsets.status(name))
 
 
 @router.delete("/{name}")
-def delete_appset(
-    name: str,
-    store: StoreDep,
-    principal: Principal,
-    settings: SettingsDep,
-    dispatcher: DispatcherDep,
-) -> dict[str, Any]:
+def delete_appset(name: str, principal: Principal, appsets: AppSetsDep) -> dict[str, Any]:
     """Remove the set and its apps, following its deletion policy (cascade prunes their
     objects; keep leaves them in the clusters)."""
-    appsets = appsets_for(store, dispatcher, settings)
     record = _visible(appsets, principal, name)
     require_writer(principal, "delete app sets")
     apps = appsets.delete(name)

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from api.auth import Principal, authorize, require_project, require_writer
 from api.deps import DispatcherDep, SettingsDep, StoreDep
-from api.routes.apps import not_deleting, not_generated, visible_app
+from api.routes.apps import not_deleting, not_generated, targets, visible_app
 from api.schemas import ApiModel
 from api.syncs import request_syncs
 from fleet.control import plans
@@ -126,7 +126,7 @@ def make_plan(
     require_writer(principal, "make a plan (it enqueues dry runs)")
     record = visible_app(store, principal, name)
     not_deleting(record)
-    clusters = _targets(store, record, body.cluster)
+    clusters = targets(store, record, body.cluster)
     # judged as the person's sync that will run it (`Trigger.by_person`: hooks run, objects
     # with self-heal paused are applied), so an unchanged cluster gives the same digest
     enqueued = request_syncs(
@@ -153,15 +153,6 @@ def make_plan(
     plan_store(store).save(plan)
     log.info("app %s plan %s made by %s", name, plan.id, principal.name)
     return PlanView.of(plan)
-
-
-def _targets(store: Store, record: AppRecord, cluster: str | None) -> list[str]:
-    clusters = store.instances(record)
-    if cluster is not None and cluster not in clusters:
-        raise HTTPException(404, f"cluster: app {record.name} has no instance on {cluster}")
-    if not clusters:
-        raise HTTPException(409, f"app {record.name} targets no registered cluster")
-    return [cluster] if cluster else clusters
 
 
 def _cluster_plan(cluster: str, answer: dict[str, Any]) -> plans.ClusterPlan:

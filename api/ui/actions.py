@@ -19,9 +19,8 @@ from fastapi.responses import Response
 from api.appschemas import RollbackIn, SyncIn
 from api.auth import Principal
 from api.deps import DispatcherDep, SettingsDep, StoreDep
-from api.errors import STATUS
 from api.routes import appops, apps
-from api.ui.web import CsrfChecked, done, refused
+from api.ui.web import CsrfChecked, done, refusal
 from api.views import DiffView
 from fleet.errors import FleetError
 
@@ -32,6 +31,11 @@ Text = Annotated[str, Form()]
 
 def _back(name: str) -> str:
     return f"/ui/apps/{name}"
+
+
+def _requested(request: Request, name: str, asked: str, trace_id: str) -> Response:
+    """A sync or rollback handed to the workers: what was asked, and its trace."""
+    return done(request, f"{asked}; trace {trace_id}", _back(name), trace_id=trace_id)
 
 
 @router.post("/{name}/sync")
@@ -55,12 +59,11 @@ def sync(
         body = SyncIn(dry_run=dry_run, cluster=cluster or None, prune=choice)
         accepted = appops.sync_app(name, store, dispatcher, principal, body)
     except (HTTPException, FleetError) as e:
-        return _refusal(request, principal, e)
+        return refusal(request, principal, e)
     what = "dry run" if dry_run else "sync"
     pruning = "" if choice is None else f", prune {'on' if choice else 'off'}"
     clusters = f"{len(accepted.jobs)} cluster(s){pruning}"
-    message = f"{what} requested on {clusters}; trace {accepted.trace_id}"
-    return done(request, message, _back(name), trace_id=accepted.trace_id)
+    return _requested(request, name, f"{what} requested on {clusters}", accepted.trace_id)
 
 
 @router.post("/{name}/refresh")
@@ -78,7 +81,7 @@ def refresh(
     try:
         diff = appops.diff_app(name, store, dispatcher, settings, principal)
     except (HTTPException, FleetError) as e:
-        return _refusal(request, principal, e)
+        return refusal(request, principal, e)
     return done(request, compared(diff), _back(name), trace_id=diff.trace_id)
 
 
@@ -112,10 +115,11 @@ def rollback(
         body = RollbackIn(revision=revision, cluster=cluster or None)
         accepted = appops.rollback_app(name, body, store, dispatcher, principal)
     except (HTTPException, FleetError, ValueError) as e:
-        return _refusal(request, principal, e)
+        return refusal(request, principal, e)
     paused = " (automated sync turned off, as Argo CD does)" if accepted.automated_paused else ""
-    message = f"rollback to {revision[:8]} requested{paused}; trace {accepted.trace_id}"
-    return done(request, message, _back(name), trace_id=accepted.trace_id)
+    return _requested(
+        request, name, f"rollback to {revision[:8]} requested{paused}", accepted.trace_id
+    )
 
 
 @router.post("/{name}/delete")
@@ -131,19 +135,10 @@ def delete(
     try:
         apps.delete_app(name, store, principal, dispatcher, cascade=cascade, force=False)
     except (HTTPException, FleetError) as e:
-        return _refusal(request, principal, e)
+        return refusal(request, principal, e)
     message = (
         f"app {name} is being deleted: its objects are pruned from every cluster"
         if cascade
         else f"app {name} deleted; its objects were left in the clusters"
     )
     return done(request, message, "/ui/")
-
-
-def _refusal(request: Request, principal: Principal, error: Exception) -> Response:
-    if isinstance(error, HTTPException):
-        return refused(request, principal, error.status_code, str(error.detail))
-    if isinstance(error, FleetError):
-        status = next((code for kind, code in STATUS.items() if isinstance(error, kind)), 409)
-        return refused(request, principal, status, str(error))
-    return refused(request, principal, 422, str(error))

@@ -52,7 +52,8 @@ FiltersDep = Annotated[Filters, Depends(filters_of)]
 def apps_page(
     request: Request, store: StoreDep, principal: Principal, filters: FiltersDep
 ) -> Response:
-    found = rows(store, principal)
+    clusters = store.list_clusters()
+    found = rows(store, principal, clusters=clusters)
     return page(
         request,
         "apps.html",
@@ -60,7 +61,7 @@ def apps_page(
         listing=select(found, filters),
         filters=filters,
         projects=sorted({r.project for r in found}),
-        clusters=sorted(c.name for c in store.list_clusters()),
+        clusters=sorted(c.name for c in clusters),
         sync_states=list(SyncStatus),
         health_states=list(Health),
     )
@@ -239,8 +240,8 @@ def _preview(
     if caches is None:
         remotes = RemotePolicy.from_setting(settings.insecure_git_hosts)
         caches = SyncCaches.at(default_cache_dir() / "coordinator", remotes=remotes)
-        request.app.state.ui_caches = caches
-        request.app.state.ui_remotes = remotes
+        request.app.state.ui_remotes = remotes  # before the caches: a request seeing those
+        request.app.state.ui_caches = caches  # in another thread reads these next
     return live.preview(
         store,
         record,

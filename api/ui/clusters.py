@@ -10,6 +10,7 @@ field and never echoes the pasted text.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,11 +22,11 @@ from pydantic import SecretStr, ValidationError
 
 from api.auth import Principal, can_see
 from api.deps import StoreDep
-from api.errors import STATUS, validation_errors
+from api.errors import validation_errors
 from api.routes import clusters as rest
 from api.schemas import ClusterIn
 from api.ui.live import Prober, Reachability, prober_of
-from api.ui.web import CsrfChecked, done, page, refused
+from api.ui.web import CsrfChecked, done, page, refusal, refused
 from fleet.control.registry.store import Store
 from fleet.errors import FleetError
 
@@ -46,22 +47,24 @@ class ClusterRow:
 def cluster_rows(store: Store, principal: Principal, prober: Prober) -> list[ClusterRow]:
     clusters = store.list_clusters()
     apps = [a for a in store.list_apps_cached() if can_see(principal, a.project)]
-    targets = {a.name: store.instances(a, clusters) for a in apps}
+    pairs = [(a.name, c) for a in apps for c in store.instances(a, clusters)]
+    users = Counter(name for _, name in pairs)
+    heard: dict[str, list[datetime]] = defaultdict(list)
+    for (_, name), status in zip(pairs, store.many_statuses(pairs), strict=True):
+        if status and status.updated:  # every instance's status in one round trip
+            heard[name].append(status.updated)
     with ThreadPoolExecutor(max_workers=8) as pool:
         probes = list(pool.map(lambda c: prober.probe(store, c.name), clusters))
     found = []
     for cluster, probe in zip(clusters, probes, strict=True):
-        users = [a for a, names in targets.items() if cluster.name in names]
-        statuses = store.many_statuses([(a, cluster.name) for a in users])
-        heard = [s.updated for s in statuses if s and s.updated]
         contact = prober.last_contact.get(cluster.name)
-        latest: list[datetime] = [*heard, *([contact] if contact else [])]
+        latest: list[datetime] = [*heard[cluster.name], *([contact] if contact else [])]
         found.append(
             ClusterRow(
                 name=cluster.name,
                 server=cluster.server,
                 labels=cluster.labels,
-                apps=len(users),
+                apps=users[cluster.name],
                 reachability=probe,
                 last_contact=max(latest).isoformat(timespec="seconds") if latest else "",
             )
@@ -108,13 +111,8 @@ def add_cluster(
     except ValidationError as e:
         words = "; ".join(f"{x['field']}: {x['message']}" for x in validation_errors(e.errors()))
         return refused(request, principal, 422, words)
-    except ValueError as e:
-        return refused(request, principal, 422, str(e))
-    except HTTPException as e:
-        return refused(request, principal, e.status_code, str(e.detail))
-    except FleetError as e:
-        status = next((code for kind, code in STATUS.items() if isinstance(e, kind)), 409)
-        return refused(request, principal, status, str(e))
+    except (ValueError, HTTPException, FleetError) as e:
+        return refusal(request, principal, e)
     return done(request, f"cluster {name} registered", "/ui/clusters")
 
 
@@ -129,9 +127,6 @@ def remove_cluster(
 ) -> Response:
     try:
         rest.delete_cluster(name, store, principal, force=force)
-    except HTTPException as e:
-        return refused(request, principal, e.status_code, str(e.detail))
-    except FleetError as e:
-        status = next((code for kind, code in STATUS.items() if isinstance(e, kind)), 409)
-        return refused(request, principal, status, str(e))
+    except (HTTPException, FleetError) as e:
+        return refusal(request, principal, e)
     return done(request, f"cluster {name} removed", "/ui/clusters")

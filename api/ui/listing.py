@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from api.auth import can_see
 from api.views import fold_health, fold_sync
-from fleet.control.registry.records import AppRecord, TokenRecord
+from fleet.control.registry.records import AppRecord, ClusterRecord, TokenRecord
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.engine.source.remotes import shown
@@ -84,9 +84,12 @@ def commit_url(repo: str, revision: str) -> str:
     return f"{shown(repo).removesuffix('.git').rstrip('/')}/commit/{revision}"
 
 
-def rows(store: Store, principal: TokenRecord) -> list[AppRow]:
+def rows(
+    store: Store, principal: TokenRecord, *, clusters: list[ClusterRecord] | None = None
+) -> list[AppRow]:
+    """The caller's apps, by name; `clusters`: the registered clusters, when already read."""
     apps = [a for a in store.list_apps_cached() if can_see(principal, a.project)]
-    clusters = store.list_clusters()
+    clusters = store.list_clusters() if clusters is None else clusters
     targets = [(a, store.instances(a, clusters)) for a in apps]
     pairs = [(a.name, c) for a, names in targets for c in names]
     statuses = iter(store.many_statuses(pairs))

@@ -10,7 +10,7 @@ id, in an HttpOnly, SameSite=Strict cookie (Secure when the request came over ht
 
 Each session carries its own CSRF token (`csrf`), sent back in a hidden form field or the
 `X-CSRF-Token` header of every state-changing request and compared in constant time
-(`api.ui.csrf`).
+(`api.ui.web.check_csrf`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,10 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from api.errors import status_of
 from api.ui.session import Session
 from fleet.control.registry.records import Role, TokenRecord
+from fleet.errors import FleetError
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -86,6 +88,16 @@ def refused(request: Request, principal: TokenRecord, status: int, message: str)
     if wants_json(request):
         return JSONResponse({"detail": message}, status_code=status)
     return page(request, "error.html", principal, status=status, message=message)
+
+
+def refusal(request: Request, principal: TokenRecord, error: Exception) -> Response:
+    """`refused` for what a REST handler raised: its HTTP status, a registry error's
+    (`api.errors.status_of`, else 409), or 422 for a value the form got wrong."""
+    if isinstance(error, HTTPException):
+        return refused(request, principal, error.status_code, str(error.detail))
+    if isinstance(error, FleetError):
+        return refused(request, principal, status_of(error, 409), str(error))
+    return refused(request, principal, 422, str(error))
 
 
 def same_origin(request: Request) -> bool:

@@ -282,7 +282,7 @@ def node_labels(name: str, index: int) -> dict[str, str]:
     }
 
 
-def _node(name: str, index: int = 0) -> dict[str, Any]:
+def _node(name: str, index: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -46,7 +46,7 @@ from fleet.control.connection import TRANSIENT, Outage
 from fleet.control.keys import Keys
 from fleet.control.policy import window_block
 from fleet.control.registry.instances import instance_key
-from fleet.control.registry.records import AppRecord
+from fleet.control.registry.records import AppRecord, ClusterRecord
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import InstanceStatus
 from fleet.control.rollouts.controller import RolloutController
@@ -112,10 +112,11 @@ class Scheduler:
             return TickReport(leader=False)
         self._reconcile_appsets()
         try:
-            dispatched, blocked = self._dispatch_due(now)
+            clusters = self.store.list_clusters()  # one read for the dispatch and the rollouts
+            dispatched, blocked = self._dispatch_due(now, clusters)
             pumped = len(self.dispatcher.pump(now))
             recovered = self.dispatcher.recover(now, grace=self.recover_grace)
-            rollouts = self.rollouts.tick(now)
+            rollouts = self.rollouts.tick(now, clusters)
         except NoWorkers:
             log.warning("no live worker: nothing dispatched; start a worker")
             return TickReport(leader=True)
@@ -139,9 +140,10 @@ class Scheduler:
             return True
         return lock.acquire(LOCK_NAME, self.holder, self.lock_ttl)
 
-    def _dispatch_due(self, now: float) -> tuple[list[str], dict[str, str]]:
+    def _dispatch_due(
+        self, now: float, clusters: list[ClusterRecord]
+    ) -> tuple[list[str], dict[str, str]]:
         last = self._last()
-        clusters = self.store.list_clusters()
         dispatched, blocked, current = [], {}, set()
         for app in self.store.list_apps_cached():
             if not app.sync_policy.automated or app.deleting:

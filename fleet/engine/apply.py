@@ -67,6 +67,11 @@ class Decision:
     validated: bool = False  # a server-side dry-run answered for it (`dry_run_error` if refused)
     written_early: Action | None = None  # a Namespace or CRD written before the dry-run's end
 
+    @classmethod
+    def unconditional(cls, ref: ObjectRef, obj: Manifest) -> Decision:
+        """Write `obj` as it is, compared with nothing: a hook, or a namespace to create."""
+        return cls(ref, obj, None, diff.Drift(changed=("",)), True)
+
     @property
     def action(self) -> Action:
         if self.written_early is not None:
@@ -154,6 +159,16 @@ class Applier:
             return
         if decision.live is not None and diff.normalize(answer) == diff.normalize(decision.live):
             decision.apply = False
+
+    def confirm_hook(self, hook: Decision) -> None:
+        """Dry-run a hook as it will be created. An immutable-field answer is no refusal: the
+        earlier instance of that name is deleted before the hook runs (BeforeHookCreation)."""
+        hook.validated = True
+        try:
+            self.kube.apply(hook.desired, force=self.force, dry_run=True)
+        except KubeApiError as e:
+            if not _is_immutable(e):
+                hook.dry_run_error = _explain(hook.ref, e, failed="dry-run refused")
 
     def decide_all(
         self, items: Sequence[tuple[Manifest, Manifest | None, bool]], ignore: diff.IgnoreRules
@@ -301,7 +316,7 @@ def _ownership_conflicts(
 
 def _namespace_decision(name: str) -> Decision:
     obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    return Decision(ObjectRef.of(obj), obj, None, diff.Drift(changed=("",)), True)
+    return Decision.unconditional(ObjectRef.of(obj), obj)
 
 
 def _namespace_to_create(

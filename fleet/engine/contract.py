@@ -140,11 +140,7 @@ class ResourceResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "group": self.ref.group,
-            "version": self.ref.version,
-            "kind": self.ref.kind,
-            "namespace": self.ref.namespace,
-            "name": self.ref.name,
+            **self.ref.to_json(),
             "wave": self.wave,
             "action": str(self.action),
             "health": str(self.health),

@@ -297,7 +297,6 @@ def _stages(
         decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
         applies = bool(diffed.create_namespace) or any(d.apply for d in decisions.values())
-        hooks = [(s.ref, s.wave) for w in plan.waves for s in w.steps if s.is_hook]
         planned = StageReport()
         if req.dry_run or req.plan_check is not None or req.prune_budget.limited:
             # what the sync would do, checked against a stored plan and the prune budget
@@ -306,7 +305,7 @@ def _stages(
                 pruning = _plan_prune(
                     req, clients, plan, ownership, inventory, index=caches.labelled
                 )
-                planned = _checked_plan(req, resolved.commit, decisions, plan, hooks, pruning)
+                planned = _checked_plan(req, resolved.commit, decisions, plan, pruning)
         if not runs_hooks(req.trigger, applies=applies, retry=req.retry):
             plan = order.without_hooks(plan)  # an automated sync of an app in sync runs no hooks
         # the whole sync, hooks included, passes a server-side dry-run before the first write
@@ -453,8 +452,7 @@ def _would_apply(decisions: dict[ObjectRef, Decision], plan: order.SyncPlan) -> 
 
 def _hook_objects(plan: order.SyncPlan) -> list[Manifest]:
     """Every hook this sync may run, SyncFail hooks included."""
-    steps = [s for w in plan.waves for s in w.steps if s.is_hook] + list(plan.sync_fail)
-    return [s.obj for s in steps]
+    return [s.obj for s in order.hook_steps(plan)]
 
 
 def _waves(plan: order.SyncPlan) -> dict[ObjectRef, int]:
@@ -561,7 +559,6 @@ def _checked_plan(
     commit: str,
     decisions: dict[ObjectRef, Decision],
     plan: order.SyncPlan,
-    hooks: list[tuple[ObjectRef, int]],
     pruning: PrunePlan,
 ) -> StageReport:
     """What the sync would do (`fleet.engine.syncplan`), checked against a stored plan when
@@ -570,6 +567,7 @@ def _checked_plan(
         ref: d.drift.changed + tuple(f"-{p}" for p in d.drift.removed)
         for ref, d in decisions.items()
     }
+    hooks = [(s.ref, s.wave) for w in plan.waves for s in w.steps if s.is_hook]
     planned = syncplan.changes(
         decisions, fields, _waves(plan), hooks, pruning.delete, prune=req.prune
     )
@@ -577,8 +575,8 @@ def _checked_plan(
     if req.plan_check is not None and not req.dry_run:
         req.plan_check(commit, pinned)
     note = _budget_note(req, pruning, declared=_declared(plan)) if req.prune else ""
-    if note and not req.dry_run:
-        _check_budget(req, pruning, declared=_declared(plan))
+    if note and not req.dry_run and not req.allow_prune_over_budget:
+        raise prune.PruneOverBudget(note)
     if not req.dry_run:
         return StageReport()
     return StageReport(plan=planned, plan_digest=pinned, note=note)

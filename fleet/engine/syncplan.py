@@ -65,11 +65,7 @@ class PlannedChange:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "group": self.ref.group,
-            "version": self.ref.version,
-            "kind": self.ref.kind,
-            "namespace": self.ref.namespace,
-            "name": self.ref.name,
+            **self.ref.to_json(),
             "wave": self.wave,
             "action": self.action,
             "fields": list(self.fields),

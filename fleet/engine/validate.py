@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from fleet.engine.apply import Applier, Decision, LiveDiff
 from fleet.engine.contract import ResourceResult, SyncRequest
-from fleet.engine.diff import compare as diff
 from fleet.engine.health import assess as health
 from fleet.engine.health.wait import wait_healthy
 from fleet.engine.report import StageReport
@@ -59,7 +58,7 @@ def validate_sync(
     checks = [_hook_decision(obj) for obj in _unique(hooks)]
     now = [d for d in checks if _can_dry_run(applier, d, diffed.new_namespaces)]
     for hook in now:
-        _confirm_hook(applier, hook)
+        applier.confirm_hook(hook)
     for d in decisions + checks:
         if d.apply and not d.dry_run_error:
             d.dry_run_error = dry_run_gap(d.ref, d.desired)
@@ -79,7 +78,7 @@ def validate_sync(
         for d in objects:
             applier.confirm(d)
         for d in waiting:
-            _confirm_hook(applier, d)
+            applier.confirm_hook(d)
     except FleetError as e:
         stopped = StageReport(resources=tuple(written), writes=len(written), undone=True, error=e)
         return Validated(stopped, "")
@@ -119,28 +118,12 @@ def _unique(objects: Sequence[Manifest]) -> list[Manifest]:
 
 
 def _hook_decision(obj: Manifest) -> Decision:
-    return Decision(ObjectRef.of(obj), obj, None, diff.Drift(changed=("",)), True)
+    return Decision.unconditional(ObjectRef.of(obj), obj)
 
 
 def _can_dry_run(applier: Applier, d: Decision, new_namespaces: frozenset[str]) -> bool:
     ref = d.ref
     return applier.kube.has_kind(ref.api_version, ref.kind) and ref.namespace not in new_namespaces
-
-
-def _confirm_hook(applier: Applier, hook: Decision) -> None:
-    """Dry-run a hook as it will be created. An immutable-field answer is no refusal: the
-    earlier instance of that name is deleted before the hook runs (BeforeHookCreation)."""
-    hook.validated = True
-    try:
-        applier.kube.apply(hook.desired, force=applier.force, dry_run=True)
-    except KubeApiError as e:
-        if not (e.status == 422 and "immutable" in str(e).lower()):
-            hook.dry_run_error = _explain(hook.ref, e)
-
-
-def _explain(ref: ObjectRef, e: KubeApiError) -> str:
-    message = str(e).split(": ", 1)[-1] if ": " in str(e) else str(e)
-    return f"{ref} dry-run refused ({e.reason or e.status}): {message}"
 
 
 def _write_prerequisites(

@@ -32,7 +32,6 @@ from contextlib import contextmanager
 
 from fleet.engine.apply import Applier, Decision
 from fleet.engine.contract import ResourceResult, WaveTiming
-from fleet.engine.diff import compare as diff
 from fleet.engine.health.assess import DEFAULT_OPTIONS, HealthOptions
 from fleet.engine.health.wait import assess_live, wait_healthy
 from fleet.engine.plan.hooks import HOOK_ID_LABEL
@@ -267,7 +266,7 @@ class WaveRunner:
 
     def _decision_for(self, step: Step) -> Decision | None:
         if step.is_hook:
-            return Decision(step.ref, step.obj, None, diff.Drift(changed=("",)), True)
+            return Decision.unconditional(step.ref, step.obj)
         return self.decisions.get(step.ref)
 
     def _claim_hooks(self, steps: Sequence[Step]) -> None:
@@ -378,7 +377,7 @@ class WaveRunner:
 
     def _sync_fail(self, steps: Sequence[Step], *, deadline: float) -> None:
         deadline = max(deadline, time.monotonic() + SYNC_FAIL_GRACE)
-        hooks = [Decision(s.ref, s.obj, None, diff.Drift(changed=("",)), True) for s in steps]
+        hooks = [Decision.unconditional(s.ref, s.obj) for s in steps]
         try:
             self._claim_hooks(steps)
             for step in steps:
@@ -387,16 +386,16 @@ class WaveRunner:
             for step in steps:
                 self._add(step.ref, step.wave, Action.FAILED, f"SyncFail hook not run: {e}")
             return
-        waves = {step.ref: step.wave for step in steps}
+        by_ref = {step.ref: step for step in steps}
         applied = []
         for decision, live, error in self.applier.apply_many(hooks, deadline=deadline):
+            step = by_ref[decision.ref]
             if error is not None:
-                message = f"SyncFail hook failed: {error}"
-                self._add(decision.ref, waves[decision.ref], Action.FAILED, message)
+                self._add(step.ref, step.wave, Action.FAILED, f"SyncFail hook failed: {error}")
                 continue
-            self.live[decision.ref] = live or {}
-            self._add(decision.ref, waves[decision.ref], decision.action, "")
-            applied.append(next(s for s in steps if s.ref == decision.ref))
+            self.live[step.ref] = live or {}
+            self._add(step.ref, step.wave, decision.action, "")
+            applied.append(step)
         try:
             self._settle(applied, deadline=deadline, what="SyncFail hooks")
         except LeaseLost:

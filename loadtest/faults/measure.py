@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -35,6 +34,7 @@ from redis import RedisError
 from deploy.testbed.process import wait_for
 from fleet.control.registry.syncrecords import SyncRecord
 from fleet.errors import FleetError
+from loadtest.board import stamp
 from loadtest.faults import records
 from loadtest.faults.kinds import Fault
 from loadtest.faults.observe import Event, Reading
@@ -225,18 +225,14 @@ def _history_overlaps(stage: Stage, clock: Clock) -> list[tuple[SyncRecord, Sync
         history = stage.board.log.history(app.name, app.cluster, limit=HISTORY_LIMIT)
         runs = sorted(
             (r for r in history if isinstance(r, SyncRecord) and _within(r, clock)),
-            key=lambda r: _stamp(r.started),
+            key=lambda r: stamp(r.started),
         )
-        found += [(a, b) for a, b in pairwise(runs) if _stamp(b.started) < _stamp(a.finished)]
+        found += [(a, b) for a, b in pairwise(runs) if stamp(b.started) < stamp(a.finished)]
     return found
 
 
 def _within(record: SyncRecord, clock: Clock) -> bool:
-    return _stamp(record.finished) >= clock.injected and _stamp(record.started) <= clock.ended
-
-
-def _stamp(moment: datetime | None) -> float:
-    return moment.timestamp() if moment is not None else 0.0
+    return stamp(record.finished) >= clock.injected and stamp(record.started) <= clock.ended
 
 
 def _details(

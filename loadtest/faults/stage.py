@@ -47,9 +47,6 @@ class Stage:
         apps = [a for a in self.apps if cluster in ("", a.cluster)]
         return [s for s in self.board.read(apps).values() if s is not None]
 
-    def entry(self, cluster: str) -> dict[str, Any]:
-        return next(e for e in self.entries if e["name"] == cluster)
-
     def worker_names(self) -> list[str]:
         return sorted(self.fleet.workers())
 

@@ -172,3 +172,25 @@ def preview_resource(kind: str, name: str, action: str) -> dict[str, Any]:
         "health": "Healthy",
         "message": "",
     }
+
+
+def token_for(api: Api, name: str, role: str, project: str | None = None) -> str:
+    body = {"name": name, "role": role, "project": project}
+    response = api.client.post("/api/v1/tokens", json=body)
+    assert response.status_code == 201, response.text
+    token: str = response.json()["token"]
+    return token
+
+
+def two_projects(api: Api) -> None:
+    """Cluster `east`; projects team-a and team-b with one app each (`team-a-shop`, ...)."""
+    add_cluster(api, "east")
+    for team in ("team-a", "team-b"):
+        body = {
+            "name": team,
+            "sourceRepos": ["*"],
+            "destinations": [{"cluster": "*", "namespace": f"{team}-*"}],
+        }
+        assert api.client.post("/api/v1/projects", json=body).status_code == 201
+        destination = {"cluster": "east", "namespace": f"{team}-shop"}
+        add_app(api, f"{team}-shop", project=team, destination=destination)

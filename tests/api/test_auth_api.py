@@ -8,28 +8,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from tests.api.conftest import Api, add_app, add_cluster, app_body, settings_for
-
-
-def token_for(api: Api, name: str, role: str, project: str | None = None) -> str:
-    body = {"name": name, "role": role, "project": project}
-    response = api.client.post("/api/v1/tokens", json=body)
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
-
-
-def two_projects(api: Api) -> None:
-    add_cluster(api, "east")
-    for team in ("team-a", "team-b"):
-        body = {
-            "name": team,
-            "sourceRepos": ["*"],
-            "destinations": [{"cluster": "*", "namespace": f"{team}-*"}],
-        }
-        assert api.client.post("/api/v1/projects", json=body).status_code == 201
-        destination = {"cluster": "east", "namespace": f"{team}-shop"}
-        add_app(api, f"{team}-shop", project=team, destination=destination)
+from tests.api.conftest import (
+    Api,
+    add_app,
+    add_cluster,
+    app_body,
+    settings_for,
+    token_for,
+    two_projects,
+)
 
 
 def test_requests_without_a_valid_token_get_401_and_the_probes_stay_open(api: Api) -> None:

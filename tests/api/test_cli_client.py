@@ -73,6 +73,15 @@ def add_east(served: Served, capsys: pytest.CaptureFixture[str], kubeconfig: Pat
     assert code == 0 and "cluster east registered" in out
 
 
+def create_shop_on_east(served: Served, capsys: pytest.CaptureFixture[str], *flags: str) -> None:
+    """`app create shop` on cluster east, namespace shop, with `flags`."""
+    code, _, err = served.run(
+        capsys, "app", "create", "shop", "--repo", "https://git.example.com/shop.git",
+        "--path", "deploy", "--cluster", "east", "--namespace", "shop", *flags,
+    )  # fmt: skip
+    assert code == 0, err
+
+
 def create_shop(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = served.run(
         capsys, "app", "create", "shop", "--repo", "https://git.example.com/shop.git",

@@ -10,7 +10,13 @@ import pytest
 
 from fleet.control.registry.syncrecords import DriftRecord, InstanceStatus
 from fleet.model import SyncStatus
-from tests.api.test_cli_client import Served, add_east, kubeconfig, served  # noqa: F401
+from tests.api.test_cli_client import (  # noqa: F401
+    Served,
+    add_east,
+    create_shop_on_east,
+    kubeconfig,
+    served,
+)
 
 
 def test_app_create_stores_the_managers_to_ignore_and_app_get_lists_the_last_drift(
@@ -19,13 +25,10 @@ def test_app_create_stores_the_managers_to_ignore_and_app_get_lists_the_last_dri
     kubeconfig: Path,  # noqa: F811
 ) -> None:
     add_east(served, capsys, kubeconfig)
-    code, _, err = served.run(
-        capsys, "app", "create", "shop", "--repo", "https://git.example.com/shop.git",
-        "--path", "deploy", "--cluster", "east", "--namespace", "shop", "--auto-sync",
-        "--self-heal", "--ignore-manager", "kube-controller-manager",
-        "--ignore-manager", "vpa-recommender",
+    create_shop_on_east(
+        served, capsys, "--auto-sync", "--self-heal",
+        "--ignore-manager", "kube-controller-manager", "--ignore-manager", "vpa-recommender",
     )  # fmt: skip
-    assert code == 0, err
     [rule] = served.store.get_app("shop").sync_policy.ignore_differences
     assert rule.managers == ("kube-controller-manager", "vpa-recommender")
 
@@ -75,12 +78,7 @@ def test_app_set_replaces_the_ignored_managers_and_turns_automated_sync_back_on(
     kubeconfig: Path,  # noqa: F811
 ) -> None:
     add_east(served, capsys, kubeconfig)
-    code, _, err = served.run(
-        capsys, "app", "create", "shop", "--repo", "https://git.example.com/shop.git",
-        "--path", "deploy", "--cluster", "east", "--namespace", "shop",
-        "--ignore-manager", "old-manager",
-    )  # fmt: skip
-    assert code == 0, err
+    create_shop_on_east(served, capsys, "--ignore-manager", "old-manager")
     code, out, err = served.run(
         capsys, "app", "set", "shop", "--auto-sync", "on", "--self-heal", "on",
         "--ignore-manager", "kube-controller-manager",

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_cli_client import Served, add_east, kubeconfig, served  # noqa: F401
+from tests.api.test_cli_client import (  # noqa: F401
+    Served,
+    add_east,
+    create_shop_on_east,
+    kubeconfig,
+    served,
+)
 
 KEY = "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
 
@@ -18,12 +24,7 @@ def test_app_parameters_are_set_merged_and_turned_off(
     kubeconfig: Path,  # noqa: F811
 ) -> None:
     add_east(served, capsys, kubeconfig)
-    code, _, err = served.run(
-        capsys, "app", "create", "shop", "--repo", "https://git.example.com/shop.git",
-        "--path", "deploy", "--cluster", "east", "--namespace", "shop",
-        "--param", "tier=gold", "--param", "replicas=2",
-    )  # fmt: skip
-    assert code == 0, err
+    create_shop_on_east(served, capsys, "--param", "tier=gold", "--param", "replicas=2")
     record = served.store.get_app("shop")
     assert record.post_build is not None
     assert record.post_build.substitute == {"tier": "gold", "replicas": "2"}

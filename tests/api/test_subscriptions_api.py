@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tests.api.conftest import Api
-from tests.api.test_auth_api import token_for, two_projects
+from tests.api.conftest import Api, token_for, two_projects
 
 SECRET = "subscription-hmac-secret"
 

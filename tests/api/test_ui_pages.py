@@ -23,8 +23,10 @@ from tests.api.conftest import (
     add_cluster,
     fake_kubeconfig,
     preview_resource,
+    token_for,
+    two_projects,
 )
-from tests.api.ui_support import browser, csrf_of, signed_in, token_for, two_projects
+from tests.api.ui_support import browser, csrf_of, signed_in
 
 PAGES = ["/ui/", "/ui/apps/{app}", "/ui/apps/{app}/history", "/ui/clusters"]
 ACTIONS = ["sync", "refresh", "delete"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from api.ui.session import COOKIE
 from fleet.control.registry.tokens import digest
-from tests.api.conftest import ADMIN_TOKEN, Api, add_app, add_cluster
-from tests.api.ui_support import browser, csrf_of, signed_in, token_for
+from tests.api.conftest import ADMIN_TOKEN, Api, add_app, add_cluster, token_for
+from tests.api.ui_support import browser, csrf_of, signed_in
 
 
 def test_ui_without_a_session_redirects_to_the_login_page(api: Api) -> None:

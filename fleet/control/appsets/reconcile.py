@@ -30,7 +30,7 @@ from fleet.control.policy import check_app_allowed
 from fleet.control.registry import records
 from fleet.control.registry.errors import AlreadyExists, NotFound, StoreError
 from fleet.control.registry.instances import instance_key
-from fleet.control.registry.records import AppRecord
+from fleet.control.registry.records import AppRecord, ClusterRecord, ProjectRecord
 from fleet.control.registry.store import Store
 from fleet.control.registry.transact import now
 from fleet.control.routing.dispatch import Dispatcher
@@ -135,7 +135,15 @@ class AppSets:
                     "sets; make it unique per element (for example with {{path.basename}})"
                 )
             apps[app.name] = app
-        return Generated(apps, {name: self.refusal(app) for name, app in apps.items()})
+        if not apps:
+            return Generated({}, {})
+        try:  # read once for every app: all of them are in the set's project
+            project: ProjectRecord | NotFound = self.store.get_project(appset.project)
+        except NotFound as e:
+            project = e
+        clusters = self.store.list_clusters()
+        refused = {name: self.refusal(app, project, clusters) for name, app in apps.items()}
+        return Generated(apps, refused)
 
     def render(self, appset: AppSetRecord, params: Params) -> AppRecord:
         where = f"appset {appset.name}: template"
@@ -162,14 +170,17 @@ class AppSets:
             )
         return app
 
-    def refusal(self, app: AppRecord) -> str:
-        """Why the app's project refuses it ("" when it is allowed): the checks of the API."""
+    def refusal(
+        self, app: AppRecord, project: ProjectRecord | NotFound, clusters: list[ClusterRecord]
+    ) -> str:
+        """Why `project` (the app's, or why it is missing) refuses the app ("" when it is
+        allowed): the checks of the API."""
         try:
             self.remotes.check(app.source.repo)
-            project = self.store.get_project(app.project)
-        except (RepoUrlError, NotFound) as e:
+        except RepoUrlError as e:
             return f"app {app.name}: {e}"
-        clusters = self.store.list_clusters()
+        if isinstance(project, NotFound):
+            return f"app {app.name}: {project}"
         cluster = app.destination.cluster
         if cluster and cluster not in {c.name for c in clusters}:
             return f"app {app.name}: destination.cluster: no cluster named {cluster}"

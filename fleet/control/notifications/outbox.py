@@ -26,7 +26,7 @@ from redis import Redis
 
 from fleet.control.keys import Keys
 from fleet.control.notifications.events import EVENTS, Change, Seen, changes
-from fleet.control.notifications.subscriptions import Subscription
+from fleet.control.notifications.subscriptions import Subscription, all_subscriptions
 from fleet.control.registry import records
 from fleet.control.registry.errors import NotFound
 from fleet.control.registry.transact import now
@@ -128,14 +128,6 @@ class Outbox:
         return [records.from_json(DeliveryResult, r) for r in raws if isinstance(r, bytes)]
 
 
-def _subscriptions(redis: Redis, keys: Keys) -> list[Subscription]:
-    names = [n.decode() for n in redis.smembers(keys.notify("subscriptions"))]  # type: ignore[union-attr]
-    if not names:
-        return []
-    raws = redis.mget([keys.notify(f"subscription:{n}") for n in sorted(names)])
-    return [records.from_json(Subscription, r) for r in raws if isinstance(r, bytes)]
-
-
 def _project_of(redis: Redis, keys: Keys, app: str) -> str:
     raw = redis.get(keys.app(app))
     if not isinstance(raw, bytes):
@@ -170,7 +162,7 @@ def notify(
         if not redis.set(keys.notify(f"sent:{token}"), 1, nx=True, ex=DEDUPE_TTL):
             return []
     project = _project_of(redis, keys, app)
-    wanted = [s for s in _subscriptions(redis, keys) if s.wants(event, app, project)]
+    wanted = [s for s in all_subscriptions(redis, keys) if s.wants(event, app, project)]
     if not wanted:
         return []
     message = Message(

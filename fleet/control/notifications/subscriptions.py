@@ -61,6 +61,15 @@ def shown(url: str) -> str:
     return f"{scheme}://{host}/..."
 
 
+def all_subscriptions(redis: Redis, keys: Keys) -> list[Subscription]:
+    """Every subscription record, by name (nothing decrypted: no box needed)."""
+    names = sorted(n.decode() for n in redis.smembers(keys.notify("subscriptions")))  # type: ignore[union-attr]
+    if not names:
+        return []
+    raws = redis.mget([keys.notify(f"subscription:{n}") for n in names])
+    return [records.from_json(Subscription, r) for r in raws if isinstance(r, bytes)]
+
+
 class Subscriptions:
     def __init__(self, redis: Redis, keys: Keys, box: SecretBox) -> None:
         self.redis = redis
@@ -91,11 +100,7 @@ class Subscriptions:
         return records.from_json(Target, self.box.decrypt(raw)) if isinstance(raw, bytes) else None
 
     def all(self) -> list[Subscription]:
-        names = sorted(n.decode() for n in self.redis.smembers(self.keys.notify("subscriptions")))  # type: ignore[union-attr]
-        if not names:
-            return []
-        raws = self.redis.mget([self.keys.notify(f"subscription:{n}") for n in names])
-        return [records.from_json(Subscription, r) for r in raws if isinstance(r, bytes)]
+        return all_subscriptions(self.redis, self.keys)
 
     def delete(self, name: str) -> None:
         if not self.redis.srem(self.keys.notify("subscriptions"), name):

@@ -259,7 +259,8 @@ class RolloutController:
         """Pin instances, and ask for a sync of each whose pin changed (of each, with `force`)."""
         old = self.states.pins(app.name)
         moved = [c for c, rev in pins.items() if rev and (force or old.get(c) != rev)]
-        self.states.set_pins(app.name, {c: r for c, r in pins.items() if r})
+        # only the pins that changed: a settled rollout writes nothing in a tick
+        self.states.set_pins(app.name, {c: r for c, r in pins.items() if r and old.get(c) != r})
         if not moved:
             return
         with self._traced(state, "rollout.request", app=app.name, clusters=",".join(moved)):
