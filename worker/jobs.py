@@ -202,7 +202,7 @@ def _plan_gate(runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster
     if not plans.requires_plan(project, cluster):
         return ""
     store = plans.PlanStore(runtime.redis, prefix=runtime.settings.prefix)
-    plan_id = store.queued_run(instance_key(app.name, cluster))
+    plan_id = store.queued_run(instance_key(app.name, cluster), app_uid=app.owner_uid)
     if not plan_id:
         return plans.required_reason(app.name, project, cluster)
     try:
@@ -219,11 +219,11 @@ def _planned(runtime: Runtime, app: AppRecord, cluster: str, request: SyncReques
     taken once (`fleet.control.plans`)."""
     store = plans.PlanStore(runtime.redis, prefix=runtime.settings.prefix)
     instance = instance_key(app.name, cluster)
-    plan_id = store.take_run(instance)
+    plan_id = store.take_run(instance, app_uid=app.owner_uid)
     if plan_id:
         check = plans.check_for(store.get(plan_id), cluster)
         request = dataclasses.replace(request, plan_check=check)
-    if store.take_prune_allowance(instance):
+    if store.take_prune_allowance(instance, app_uid=app.owner_uid):
         request = dataclasses.replace(request, allow_prune_over_budget=True)
     return request
 

@@ -22,6 +22,7 @@ keeps as the job's return value.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +80,8 @@ def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None)
 
 
 UNREACHABLE = "ClusterUnreachable"
+DRIFT_NOTE_ATTEMPTS = 20  # WATCH retries of one drift note while other statuses of the app move
+log = logging.getLogger("worker.status")
 """The word a status message starts with while the instance's API server cannot be reached."""
 
 
@@ -160,7 +163,7 @@ def note_drift(
     the status did not change since it was read (WATCH), so a sync's write is never undone."""
     key = store.log.keys.status(app)
     with store.log.redis.pipeline() as pipe:
-        while True:
+        for _ in range(DRIFT_NOTE_ATTEMPTS):
             try:
                 pipe.watch(key)  # type: ignore[no-untyped-call]
                 status = store.get_status(app, cluster) or InstanceStatus()
@@ -173,6 +176,13 @@ def note_drift(
                 return
             except WatchError:
                 continue
+    log.warning(
+        "app=%s cluster=%s drift not recorded: its status kept changing (%d attempts); the "
+        "next watch event or sync reports it",
+        app,
+        cluster,
+        DRIFT_NOTE_ATTEMPTS,
+    )
 
 
 def put(

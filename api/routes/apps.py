@@ -34,8 +34,8 @@ from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import request_syncs
 from api.views import AppSummary, AppView, Deleted, app_view, summaries
-from fleet.control.policy import REQUIRE_IMPERSONATION_ENV, check_app_allowed
-from fleet.control.registry.records import DEFAULT_PROJECT, AppRecord, Role, TokenRecord
+from fleet.control.policy import check_app_allowed, default_refusal
+from fleet.control.registry.records import AppRecord, Role, TokenRecord
 from fleet.control.registry.store import InUse, InvalidReference, NotFound, Store
 from fleet.control.registry.syncrecords import DeleteOperation
 from fleet.engine.source.remotes import RemotePolicy, RepoUrlError, identity
@@ -96,13 +96,9 @@ def check_allowed(
     if cluster and cluster not in {c.name for c in store.list_clusters()}:
         raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
     required = settings.require_impersonation
-    if required and project.name == DEFAULT_PROJECT.name and principal.role != Role.ADMIN:
-        raise HTTPException(
-            403,
-            f"project {project.name} is exempt from {REQUIRE_IMPERSONATION_ENV} (it may act "
-            "with the clusters' own credentials), so only admins deploy through it while that "
-            "is on: use a project that names a ServiceAccount",
-        )
+    refusal = default_refusal(project.name, principal.role, require_impersonation=required)
+    if refusal:
+        raise HTTPException(403, refusal)
     instances = store.instances(record)
     violations = check_app_allowed(record, project, instances, require_impersonation=required)
     if violations:

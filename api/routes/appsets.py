@@ -8,9 +8,14 @@ a `refresh` period for the git generator. Creation and replacement check the bod
 the field; a template field may hold parameters wherever a string goes), the caller's project
 (403), then render every app the set generates now: an unknown parameter or an unreachable
 repository is a 422 naming it, and each app goes through the same checks as POST /apps
-(`api.routes.apps.check_allowed`: 403 listing what the project refuses). Only then is the set
-stored and reconciled at once; the coordinator's scheduler keeps reconciling it every tick.
-Generated apps carry `ownerSet`; PUT and DELETE on them answer 409 naming their set.
+(`api.routes.apps.check_allowed`: 403 listing what the project refuses), and the set itself
+must be one its writer may deploy through (`default_refusal`: with
+GITFLEET_REQUIRE_IMPERSONATION, only admins use `default`, even for a set that generates no
+app yet; the writer's role is stored with the set and every reconcile applies it). Only then
+is the set stored and reconciled at once; the coordinator keeps reconciling it in its own
+thread. `refresh` is at least 30 s. A new set whose name apps of an earlier set still carry
+(a cascading delete not finished yet) is a 409 naming them. Generated apps carry `ownerSet`;
+PUT and DELETE on them answer 409 naming their set.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from api.settings import Settings
 from fleet.control.appsets.generators import GeneratorError
 from fleet.control.appsets.reconcile import AppSets
 from fleet.control.appsets.records import (
+    MIN_REFRESH_S,
     AppSetRecord,
     AppSetStatus,
     ClustersGenerator,
@@ -44,6 +50,7 @@ from fleet.control.appsets.records import (
     ListGenerator,
 )
 from fleet.control.appsets.template import PARAMETER, TemplateError, walk
+from fleet.control.policy import default_refusal
 from fleet.control.registry.records import to_data
 from fleet.control.registry.store import Store
 from fleet.control.routing.dispatch import Dispatcher
@@ -104,7 +111,7 @@ class AppSetIn(ApiModel):
     generator: GeneratorIn
     template: dict[str, Any]
     deletion_policy: Literal["cascade", "keep"] = "cascade"
-    refresh: Seconds = Field(default=180.0, ge=0)
+    refresh: Seconds = Field(default=180.0, ge=MIN_REFRESH_S)  # a git fetch at most this often
 
 
 class AppSetView(AppSetIn):
@@ -183,7 +190,7 @@ def stored_template(body: AppSetIn) -> dict[str, Any]:
     return data
 
 
-def record_of(body: AppSetIn) -> AppSetRecord:
+def record_of(body: AppSetIn, principal: Principal) -> AppSetRecord:
     return AppSetRecord(
         name=body.name,
         generator=body.generator.generator(),
@@ -192,6 +199,8 @@ def record_of(body: AppSetIn) -> AppSetRecord:
         deletion=DeletionPolicy(body.deletion_policy),
         refresh_s=body.refresh,
         given=dict(body.template),
+        author=principal.name,
+        author_role=str(principal.role),
     )
 
 
@@ -221,7 +230,13 @@ def _generator_body(generator: Generator) -> dict[str, Any]:
 def admit(
     appsets: AppSets, record: AppSetRecord, *, principal: Principal, settings: Settings
 ) -> None:
-    """Render every app the set generates now and check each as POST /apps does."""
+    """The writer may deploy through the set's project, and every app the set generates now
+    passes the checks of POST /apps."""
+    refusal = default_refusal(
+        record.project, principal.role, require_impersonation=settings.require_impersonation
+    )
+    if refusal:
+        raise HTTPException(403, f"appset {record.name}: {refusal}")
     try:
         generated = appsets.generate(record)
     except (TemplateError, GeneratorError) as e:
@@ -245,8 +260,16 @@ def create_appset(
 ) -> AppSetView:
     require_project(principal, body.project)
     require_writer(principal, "create app sets")
-    record = record_of(body)
+    record = record_of(body, principal)
     admit(appsets, record, principal=principal, settings=settings)
+    carried = sorted(a.name for a in appsets.carriers(record.name))
+    if carried:
+        raise HTTPException(
+            409,
+            f"appset {record.name}: apps {', '.join(carried)} still carry this name (made by an "
+            "earlier app set of that name, being deleted); wait until they are gone, or choose "
+            "another name",
+        )
     record = appsets.put(record, create=True)
     status = appsets.reconcile(record)
     log.info("appset %s created in project %s by %s", record.name, record.project, principal.name)
@@ -264,7 +287,7 @@ def replace_appset(
     require_writer(principal, "change app sets")
     if body.project != old.project:
         raise HTTPException(422, f"project: an app set keeps its project ({old.project})")
-    record = record_of(body)
+    record = record_of(body, principal)
     admit(appsets, record, principal=principal, settings=settings)
     record = appsets.put(record, create=False)
     status = appsets.reconcile(record)

@@ -2,14 +2,17 @@
 
     POST /api/v1/apps/{name}/plans           compute and store a plan (dry runs on the workers)
     GET  /api/v1/plans/{id}                  a stored plan
-    POST /api/v1/plans/{id}/approve          approve it (a writer of the app's project)
+    POST /api/v1/plans/{id}/approve          approve it (a writer of the app's project other
+                                             than the token that made it: four eyes)
     POST /api/v1/apps/{name}/suspend         no automated sync until resumed
     POST /api/v1/apps/{name}/resume
 
 Making a plan waits for the dry runs like a diff does (the settings' `diff_timeout_s`, 504 for
 clusters that did not answer). `sync_gate` is what POST /apps/{name}/sync asks before it
-enqueues: a plan to run (queued per instance for the worker), a one-time prune allowance, and
-the project's rule requiring an approved plan for chosen clusters.
+enqueues: a plan to run (queued per instance and app uid for the worker), a one-time prune
+allowance (likewise), and the project's rule requiring an approved plan for chosen clusters. A
+plan is refused for an app other than the one it was made for: another name, or an earlier app
+of the same name (another uid), or the same app since moved to another project.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class PlanView(ApiModel):
     requested_revision: str
     created: str
     by: str
+    created_by: str
+    app_uid: str
     approved: bool
     approved_by: str = ""
     approved_at: str = ""
@@ -85,6 +90,8 @@ class PlanView(ApiModel):
             requested_revision=plan.requested_revision,
             created=plan.created,
             by=plan.by,
+            created_by=plan.maker,
+            app_uid=plan.app_uid,
             approved=plan.approved,
             approved_by=plan.approved_by,
             approved_at=plan.approved_at,
@@ -149,6 +156,8 @@ def make_plan(
         clusters=tuple(found),
         created=plans.now(),
         by=principal.name,
+        created_by=principal.name,
+        app_uid=record.owner_uid,
     )
     plan_store(store).save(plan)
     log.info("app %s plan %s made by %s", name, plan.id, principal.name)
@@ -184,7 +193,10 @@ def approve_plan(plan_id: str, store: StoreDep, principal: Principal) -> PlanVie
         raise HTTPException(
             409, f"plan {plan_id} failed on cluster(s) {', '.join(failed)}: cannot approve it"
         )
-    approved = plan_store(store).approve(plan_id, principal.name)
+    try:
+        approved = plan_store(store).approve(plan_id, principal.name)
+    except plans.SelfApproval as e:
+        raise HTTPException(403, str(e)) from None
     log.info("plan %s of app %s approved by %s", plan_id, plan.app, principal.name)
     return PlanView.of(approved)
 
@@ -210,6 +222,20 @@ def sync_gate(
             raise HTTPException(
                 409, f"plan {plan_id} is a plan of app {plan.app}, not {record.name}"
             )
+        if plan.app_uid != record.owner_uid:
+            raise HTTPException(
+                409,
+                f"plan {plan_id} was made for an earlier app named {record.name} (deleted and "
+                f"created again since, or the plan predates app uids): make a new plan with "
+                f"`gitfleet app plan {record.name}`",
+            )
+        if plan.project != record.project:
+            raise HTTPException(
+                409,
+                f"plan {plan_id} was made in project {plan.project}, and app {record.name} is "
+                f"in project {record.project} now: make a new plan with `gitfleet app plan "
+                f"{record.name}`",
+            )
         missing = [c for c in clusters if plan.on(c) is None]
         if missing:
             raise HTTPException(
@@ -234,10 +260,10 @@ def sync_gate(
     for cluster in clusters:
         instance = f"{record.name}@{cluster}"
         if plan_id:
-            store_plans.queue_run(instance, plan_id)
+            store_plans.queue_run(instance, plan_id, app_uid=record.owner_uid)
         if allow_prune_over_budget:
             require_writer(principal, "allow a prune over budget")
-            store_plans.allow_prune(instance)
+            store_plans.allow_prune(instance, app_uid=record.owner_uid)
     return revision
 
 

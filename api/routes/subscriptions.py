@@ -14,7 +14,8 @@ host only.
 status pending/retrying/delivered/failed, attempts, the last HTTP status code, the last error).
 
 Admins manage every subscription; a project's members manage those of their project (an app
-subscription belongs to its app's project); viewers read.
+subscription belongs to its app's project, stored with it with the app's uid when it is made, so
+it never follows the app's name into another project); viewers read.
 """
 
 from __future__ import annotations
@@ -112,16 +113,21 @@ def _subscriptions(store: Store) -> Subscriptions:
 
 
 def _project_of(store: Store, subscription: Subscription) -> str:
-    """The project a subscription belongs to ("" when its app is gone: admins only)."""
+    """The project a subscription belongs to: the one stored with it (an app subscription keeps
+    its app's project, even once the app is gone or its name is reused elsewhere). One stored
+    before that: its app's, if it is still the same app, else "" (admins only)."""
     if subscription.project:
         return subscription.project
     try:
-        return store.get_app(subscription.app).project
+        app = store.get_app(subscription.app)
     except NotFound:
         return ""
+    newer = app.created and subscription.created and app.created > subscription.created
+    return "" if newer else app.project
 
 
-def _check(body: SubscriptionIn, store: Store, policy: TargetPolicy) -> Target:
+def _check(body: SubscriptionIn, store: Store, policy: TargetPolicy) -> tuple[Target, str, str]:
+    """The target, and for an app subscription the app's project and uid (else "", "")."""
     if body.kind not in KINDS:
         raise HTTPException(422, f"kind: {body.kind!r} is not one of {', '.join(KINDS)}")
     if bool(body.project) == bool(body.app):
@@ -146,23 +152,26 @@ def _check(body: SubscriptionIn, store: Store, policy: TargetPolicy) -> Target:
             raise InvalidReference("project", f"no project named {body.project}") from None
     if body.app:
         try:
-            store.get_app(body.app)
+            app = store.get_app(body.app)
         except NotFound:
             raise InvalidReference("app", f"no app named {body.app}") from None
-    return Target(url, secret)
+        return Target(url, secret), app.project, app.owner_uid
+    return Target(url, secret), "", ""
 
 
 @router.post("", status_code=201, response_model=SubscriptionOut)
 def create_subscription(
     body: SubscriptionIn, store: StoreDep, settings: SettingsDep, principal: Principal
 ) -> SubscriptionOut:
-    target = _check(body, store, TargetPolicy.from_setting(settings.notify_allow_hosts))
+    policy = TargetPolicy.from_setting(settings.notify_allow_hosts)
+    target, app_project, app_uid = _check(body, store, policy)
     subscription = Subscription(
         name=body.name,
         kind=body.kind,
-        project=body.project,
+        project=body.project or app_project,  # an app subscription: bound to this app
         app=body.app,
         events=tuple(dict.fromkeys(body.events)),
+        app_uid=app_uid,
     )
     project = _project_of(store, subscription)
     require_project(principal, project)

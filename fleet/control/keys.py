@@ -196,8 +196,9 @@ class Keys:
 
     def plan(self, part: str) -> str:
         """Sync plans (`fleet.control.plans`): `id:<id>` (a stored plan, with a TTL),
-        `run:<app@cluster>` (the plan the next sync of the instance runs), `prune-allow:<app@
-        cluster>` (one sync of the instance may prune over the app's budget)."""
+        `run:<app@cluster>/<uid>` (the plan the next sync of the instance runs), `prune-allow:
+        <app@cluster>/<uid>` (one sync of the instance may prune over the app's budget); `uid`
+        the app's `owner_uid`, so a later app of the same name inherits neither."""
         return f"{self.p}:plan:{part}"
 
     def commit_clock(self, part: str) -> str:

@@ -2,8 +2,12 @@
 
 A plan (`StoredPlan`) is what a sync of an app would do on each of its clusters, computed by a
 dry run on the workers (`fleet.engine.syncplan`: per object create, update with the changed
-fields, delete, hook, with its wave) and kept in Redis under an id for `PLAN_TTL_S`. A person
-with write access to the app's project may approve it (`approve`). A sync told to run a plan
+fields, delete, hook, with its wave) and kept in Redis under an id for `PLAN_TTL_S`, with the
+token that made it (`created_by`) and the uid and project of the app it was made for. A writer
+of the app's project other than the token that made it may approve it (`approve`): four eyes,
+admins included; a plan approved by its own maker does not count as approved. A sync told to
+run a plan of another app, or of an earlier app of the same name, is refused by the API
+(`api.routes.plans.sync_gate`). A sync told to run a plan
 (`queue_run`, read back by the worker with `take_run`) runs at the plan's revision and, before
 its first write, compares the resolved commit and the digest of what it would do now with the
 plan's (`check_for`): any difference refuses the sync (`PlanMoved`) and nothing is written.
@@ -12,7 +16,10 @@ A project may require an approved plan for syncs to chosen clusters (`ProjectRec
 .require_plan_for`, cluster globs): every sync there, automated ones included, waits until
 a person runs an approved plan (`required_reason`).
 
-Keys: `Keys.plan` (`id:<id>`, `run:<app@cluster>`, `prune-allow:<app@cluster>`).
+Queued runs and prune allowances are kept per instance and app uid, so a later app of the same
+name (a new uid) inherits neither.
+
+Keys: `Keys.plan` (`id:<id>`, `run:<app@cluster>/<uid>`, `prune-allow:<app@cluster>/<uid>`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,12 @@ class PlanNotFound(FleetError):
     stage = "plan"
 
 
+class SelfApproval(FleetError):
+    """The token that made a plan tried to approve it."""
+
+    stage = "plan"
+
+
 @dataclass(frozen=True)
 class ClusterPlan:
     """What a sync would do on one cluster: at `revision` (the resolved commit), the changes
@@ -55,7 +68,10 @@ class ClusterPlan:
 @dataclass(frozen=True)
 class StoredPlan:
     """A plan of app `app`. `requested_revision`: what the plan was asked for ("" the app's
-    own revision), which the sync that runs it resolves again."""
+    own revision), which the sync that runs it resolves again. `created_by`: the name of the
+    token that made it ("" a plan stored before it was recorded: `by` then), which may not
+    approve it. `app_uid`: the `AppRecord.owner_uid` of the app it was made for ("" a plan
+    stored before it was recorded, which no sync runs)."""
 
     id: str
     app: str
@@ -66,10 +82,17 @@ class StoredPlan:
     by: str
     approved_by: str = ""
     approved_at: str = ""
+    created_by: str = ""
+    app_uid: str = ""
+
+    @property
+    def maker(self) -> str:
+        return self.created_by or self.by
 
     @property
     def approved(self) -> bool:
-        return bool(self.approved_by)
+        """Approved by a token other than the one that made it (four eyes)."""
+        return bool(self.approved_by) and bool(self.maker) and self.approved_by != self.maker
 
     def on(self, cluster: str) -> ClusterPlan | None:
         return next((c for c in self.clusters if c.cluster == cluster), None)
@@ -138,36 +161,50 @@ class PlanStore:
         return from_json(StoredPlan, raw)
 
     def approve(self, plan_id: str, by: str) -> StoredPlan:
-        plan = dataclasses.replace(self.get(plan_id), approved_by=by, approved_at=now())
+        """Approve plan `plan_id` as token `by`, which must not be the token that made it
+        (`SelfApproval`)."""
+        found = self.get(plan_id)
+        if not found.maker or by == found.maker:
+            raise SelfApproval(
+                f"plan {plan_id} was made by token {found.maker or '(unknown)'}: a second "
+                f"person must approve it (four eyes; admins too), with a token of their own"
+            )
+        plan = dataclasses.replace(found, approved_by=by, approved_at=now())
         key = self.keys.plan(f"id:{plan_id}")
         self.redis.set(key, to_json(plan), keepttl=True)
         return plan
 
-    def queue_run(self, instance: str, plan_id: str) -> None:
-        """The next sync of `instance` runs plan `plan_id`."""
-        self.redis.set(self.keys.plan(f"run:{instance}"), plan_id, ex=RUN_TTL_S)
+    def _slot(self, kind: str, instance: str, app_uid: str) -> str:
+        if not app_uid:
+            raise ValueError(f"no app uid for {kind} of {instance}")
+        return self.keys.plan(f"{kind}:{instance}/{app_uid}")
 
-    def queued_run(self, instance: str) -> str:
-        raw = self.redis.get(self.keys.plan(f"run:{instance}"))
+    def queue_run(self, instance: str, plan_id: str, *, app_uid: str) -> None:
+        """The next sync of `instance`, of the app with uid `app_uid`, runs plan `plan_id`."""
+        self.redis.set(self._slot("run", instance, app_uid), plan_id, ex=RUN_TTL_S)
+
+    def queued_run(self, instance: str, *, app_uid: str) -> str:
+        raw = self.redis.get(self._slot("run", instance, app_uid))
         return raw.decode() if isinstance(raw, bytes) else str(raw or "")
 
-    def take_run(self, instance: str) -> str:
-        """The plan id the next sync of `instance` runs, once ("" none)."""
-        raw = self.redis.getdel(self.keys.plan(f"run:{instance}"))
+    def take_run(self, instance: str, *, app_uid: str) -> str:
+        """The plan id the next sync of `instance` (app uid `app_uid`) runs, once ("" none)."""
+        raw = self.redis.getdel(self._slot("run", instance, app_uid))
         return raw.decode() if isinstance(raw, bytes) else str(raw or "")
 
-    def allow_prune(self, instance: str) -> None:
-        """The next sync of `instance` may prune over the app's budget."""
-        self.redis.set(self.keys.plan(f"prune-allow:{instance}"), "1", ex=RUN_TTL_S)
+    def allow_prune(self, instance: str, *, app_uid: str) -> None:
+        """The next sync of `instance` (app uid `app_uid`) may prune over the app's budget."""
+        self.redis.set(self._slot("prune-allow", instance, app_uid), "1", ex=RUN_TTL_S)
 
-    def take_prune_allowance(self, instance: str) -> bool:
-        return self.redis.getdel(self.keys.plan(f"prune-allow:{instance}")) is not None
+    def take_prune_allowance(self, instance: str, *, app_uid: str) -> bool:
+        return self.redis.getdel(self._slot("prune-allow", instance, app_uid)) is not None
 
 
 __all__ = [
     "ClusterPlan",
     "PlanNotFound",
     "PlanStore",
+    "SelfApproval",
     "StoredPlan",
     "check_for",
     "required_reason",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from fleet.control.registry.records import DEFAULT_PROJECT, AppRecord, ProjectRecord
+from fleet.control.registry.records import DEFAULT_PROJECT, AppRecord, ProjectRecord, Role
 from fleet.control.sourcerepos import allows
 from fleet.control.windows import evaluate
 from fleet.engine.contract import SyncRequest
@@ -280,3 +280,17 @@ def _ignore_rules(app: AppRecord) -> IgnoreRules:
     pointers = tuple(dict.fromkeys(p for rule in rules for p in rule.json_pointers))
     managers = tuple(dict.fromkeys(m for rule in rules for m in rule.managers))
     return IgnoreRules(json_pointers=pointers, managers=managers)
+
+
+def default_refusal(project: str, role: str, *, require_impersonation: bool) -> str:
+    """Why a token of `role` may not deploy through `project` ("" when it may): under
+    GITFLEET_REQUIRE_IMPERSONATION `default` is exempt (its apps may act with the clusters'
+    own credentials), so only admins deploy through it. `POST /apps` applies it to the caller,
+    app sets to their writer and, at every reconcile, to the role the set recorded."""
+    if require_impersonation and project == DEFAULT_PROJECT.name and role != Role.ADMIN:
+        return (
+            f"project {project} is exempt from {REQUIRE_IMPERSONATION_ENV} (it may act with the "
+            "clusters' own credentials), so only admins deploy through it while that is on: "
+            "use a project that names a ServiceAccount"
+        )
+    return ""

@@ -1,8 +1,6 @@
 """The coordinator's reconcile scheduler: who is due, when, and what a dead worker left behind.
 
 Every second the active scheduler
-0. reconciles the app sets, when it was given them (`fleet.control.appsets.reconcile`): their
-   generated apps are created, replaced and removed before anything is dispatched;
 1. requests an `interval` sync of every automated app instance that is due: last requested at
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
@@ -23,6 +21,10 @@ tests drive it deterministically; `start()` / `stop()` run it in a thread for th
 
 The API's lifespan runs it around its `yield` when its settings turn the scheduler on (the
 `gitfleet api` process does): `with scheduling(store, dispatcher): yield`.
+
+App sets, when it is given them, are never reconciled in the tick (their git fetches could
+hold it): `start()` / `stop()` also run their own thread (`fleet.control.appsets.runner`, its
+own lease), which bounds each set's time; the apps it generates are dispatched by the next tick.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from opentelemetry import propagate
 from redis.typing import EncodableT, FieldT
 
 from fleet.control.appsets.reconcile import AppSets
+from fleet.control.appsets.runner import SET_DEADLINE, AppSetRunner
 from fleet.control.backoff import next_due
 from fleet.control.connection import TRANSIENT, Outage
 from fleet.control.keys import Keys
@@ -88,9 +91,13 @@ class Scheduler:
         holder: str | None = None,
         appsets: AppSets | None = None,
         heads: Heads | None = None,
+        set_deadline: float = SET_DEADLINE,
     ) -> None:
         self.store = store
-        self.appsets = appsets  # reconciled first in every tick (`fleet.control.appsets`)
+        self.appsets = appsets  # reconciled in their own thread (`fleet.control.appsets`)
+        self.appset_runner = (
+            AppSetRunner(appsets, set_deadline=set_deadline) if appsets is not None else None
+        )
         self.dispatcher = dispatcher
         self.period = period
         self.lock_ttl = lock_ttl
@@ -110,7 +117,6 @@ class Scheduler:
         now = time.time() if now is None else now
         if not self._lead():
             return TickReport(leader=False)
-        self._reconcile_appsets()
         try:
             clusters = self.store.list_clusters()  # one read for the dispatch and the rollouts
             dispatched, blocked = self._dispatch_due(now, clusters)
@@ -121,18 +127,6 @@ class Scheduler:
             log.warning("no live worker: nothing dispatched; start a worker")
             return TickReport(leader=True)
         return TickReport(True, dispatched, blocked, pumped, recovered, rollouts)
-
-    def _reconcile_appsets(self) -> None:
-        """Create, replace and remove the apps of every app set before dispatching, so a new
-        generated app is requested in this tick; a failure here never stops the dispatch."""
-        if self.appsets is None:
-            return
-        try:
-            self.appsets.reconcile_all()
-        except TRANSIENT:
-            raise
-        except Exception:
-            log.exception("app sets not reconciled")
 
     def _lead(self) -> bool:
         lock = self.lock
@@ -240,9 +234,13 @@ class Scheduler:
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="gitfleet-scheduler", daemon=True)
         self._thread.start()
+        if self.appset_runner is not None:
+            self.appset_runner.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.appset_runner is not None:
+            self.appset_runner.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None

@@ -4,6 +4,7 @@ clear answers for a plan that is missing, of another app, or not approved where 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fleet.control import plans
 from fleet.control.registry.records import DEFAULT_PROJECT, Role
@@ -26,7 +27,9 @@ def _stored(api: Api, app: str = "shop", *, approved: bool = False) -> plans.Sto
         clusters=(plans.ClusterPlan("east", revision="a" * 40, digest="d"),),
         created=plans.now(),
         by="admin",
-        approved_by="admin" if approved else "",
+        approved_by="reviewer" if approved else "",
+        created_by="admin",
+        app_uid=api.store.get_app(app).owner_uid,
     )
     return plans.PlanStore(api.store.redis, prefix=api.store.keys.p).save(plan)
 
@@ -60,7 +63,7 @@ def test_a_sync_with_a_plan_checks_it_and_queues_it_for_the_worker(api: Api) -> 
     accepted = api.client.post("/api/v1/apps/shop/sync", json={"plan": plan.id})
     assert accepted.status_code == 202, accepted.text
     store = plans.PlanStore(api.store.redis, prefix=api.store.keys.p)
-    assert store.take_run("shop@east") == plan.id
+    assert store.take_run("shop@east", app_uid=api.store.get_app("shop").owner_uid) == plan.id
 
 
 def test_a_required_plan_must_be_approved_by_a_writer(api: Api) -> None:
@@ -76,7 +79,8 @@ def test_a_required_plan_must_be_approved_by_a_writer(api: Api) -> None:
     viewer = api.store.create_token("ro", Role.VIEWER)
     path = f"/api/v1/plans/{plan.id}/approve"
     assert api.client.post(path, headers=api.as_(viewer)).status_code == 403
-    approved = api.client.post(path)
+    reviewer = api.store.create_token("reviewer", Role.MEMBER, DEFAULT_PROJECT.name)
+    approved = api.client.post(path, headers=api.as_(reviewer))
     assert approved.status_code == 200 and approved.json()["approved"] is True
     assert api.client.post("/api/v1/apps/shop/sync", json={"plan": plan.id}).status_code == 202
 
@@ -86,5 +90,98 @@ def test_a_prune_allowance_is_kept_for_the_next_sync_of_each_instance(api: Api) 
     body = {"allowPruneOverBudget": True}
     assert api.client.post("/api/v1/apps/shop/sync", json=body).status_code == 202
     store = plans.PlanStore(api.store.redis, prefix=api.store.keys.p)
-    assert store.take_prune_allowance("shop@east") is True
-    assert store.take_prune_allowance("shop@east") is False  # once
+    uid = api.store.get_app("shop").owner_uid
+    assert store.take_prune_allowance("shop@east", app_uid=uid) is True
+    assert store.take_prune_allowance("shop@east", app_uid=uid) is False  # once
+
+
+def _made(api: Api, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    api.dispatcher.results[("shop", "east")] = {"revision": "a" * 40, "plan_digest": "d"}
+    made = api.client.post("/api/v1/apps/shop/plans", json={}, headers=headers or {})
+    assert made.status_code == 201, made.text
+    plan: dict[str, Any] = made.json()
+    return plan
+
+
+def test_the_maker_of_a_plan_cannot_approve_it_not_even_an_admin(api: Api) -> None:
+    _setup(api)
+    api.store.put_project(replace(DEFAULT_PROJECT, require_plan_for=("east",)))
+    maker = api.store.create_token("maker", Role.MEMBER, DEFAULT_PROJECT.name)
+    plan = _made(api, api.as_(maker))
+    assert plan["createdBy"] == "maker"
+    path = f"/api/v1/plans/{plan['id']}/approve"
+    own = api.client.post(path, headers=api.as_(maker))
+    assert own.status_code == 403
+    assert "a second person must approve it" in own.json()["detail"]
+    assert api.client.get(f"/api/v1/plans/{plan['id']}").json()["approved"] is False
+    refused = api.client.post("/api/v1/apps/shop/sync", json={"plan": plan["id"]})
+    assert refused.status_code == 409 and "is not approved" in refused.text
+
+    approved = api.client.post(path)  # the admin: a second pair of eyes
+    assert approved.status_code == 200 and approved.json()["approvedBy"] == "bootstrap-admin"
+    ran = api.client.post(
+        "/api/v1/apps/shop/sync", json={"plan": plan["id"]}, headers=api.as_(maker)
+    )
+    assert ran.status_code == 202, ran.text
+
+    mine = _made(api)  # four eyes bind admins too
+    assert mine["createdBy"] == "bootstrap-admin"
+    refused_admin = api.client.post(f"/api/v1/plans/{mine['id']}/approve")
+    assert refused_admin.status_code == 403 and "second person" in refused_admin.text
+    by_member = api.client.post(f"/api/v1/plans/{mine['id']}/approve", headers=api.as_(maker))
+    assert by_member.status_code == 200
+
+
+def test_a_self_approved_stored_plan_does_not_count_as_approved(api: Api) -> None:
+    _setup(api)
+    plan = replace(_stored(api), approved_by="admin")  # written behind the API's back
+    assert plan.approved is False
+
+
+def test_a_plan_of_a_deleted_app_is_refused_for_a_recreated_app_of_the_same_name(
+    api: Api,
+) -> None:
+    _setup(api)
+    other = replace(DEFAULT_PROJECT, name="other", require_plan_for=())
+    api.store.put_project(other)
+    plan = _made(api)
+    reviewer = api.store.create_token("reviewer", Role.ADMIN)
+    path = f"/api/v1/plans/{plan['id']}/approve"
+    assert api.client.post(path, headers=api.as_(reviewer)).status_code == 200
+    old = api.store.get_app("shop")
+    assert plan["appUid"] == old.owner_uid
+
+    api.store.delete_app("shop", force=True)
+    add_app(api, "shop", project="other", destination={"cluster": "east", "namespace": "shop"})
+    assert api.store.get_app("shop").owner_uid != old.owner_uid
+    refused = api.client.post("/api/v1/apps/shop/sync", json={"plan": plan["id"]})
+    assert refused.status_code == 409
+    assert "was made for an earlier app named shop" in refused.json()["detail"]
+
+
+def test_a_plan_is_refused_once_its_app_moved_to_another_project(api: Api) -> None:
+    _setup(api)
+    api.store.put_project(replace(DEFAULT_PROJECT, name="other", require_plan_for=("east",)))
+    plan = _stored(api, approved=True)
+    record = api.store.get_app("shop")
+    api.store.put_app(replace(record, project="other"), create=False)
+    refused = api.client.post("/api/v1/apps/shop/sync", json={"plan": plan.id})
+    assert refused.status_code == 409
+    assert "was made in project default" in refused.json()["detail"]
+
+
+def test_queued_runs_and_prune_allowances_do_not_pass_to_a_recreated_app(api: Api) -> None:
+    _setup(api)
+    plan = _stored(api)
+    body = {"plan": plan.id, "allowPruneOverBudget": True}
+    assert api.client.post("/api/v1/apps/shop/sync", json=body).status_code == 202
+    store = plans.PlanStore(api.store.redis, prefix=api.store.keys.p)
+    old = api.store.get_app("shop").owner_uid
+    api.store.delete_app("shop", force=True)
+    add_app(api, "shop", destination={"cluster": "east", "namespace": "shop"})
+    new = api.store.get_app("shop").owner_uid
+    assert store.queued_run("shop@east", app_uid=new) == ""
+    assert store.take_run("shop@east", app_uid=new) == ""
+    assert store.take_prune_allowance("shop@east", app_uid=new) is False
+    assert store.take_run("shop@east", app_uid=old) == plan.id  # the old app's, untouched
+    assert store.take_prune_allowance("shop@east", app_uid=old) is True

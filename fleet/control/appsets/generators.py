@@ -16,7 +16,7 @@ project's repository credentials.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from fleet.control.appsets.records import AppSetRecord, GitGenerator
@@ -30,6 +30,7 @@ from fleet.errors import SourceError, UsageError
 
 Params = dict[str, str]
 MAX_DIRECTORIES = 1000  # a glob matching more is refused: one app set, not a fork bomb
+MAX_LISTED = 20 * MAX_DIRECTORIES  # directories read while matching, at most
 
 
 class GeneratorError(UsageError):
@@ -85,16 +86,11 @@ class Generators:
         exclude = [d.path for d in git.directories if d.exclude]
         if not include:
             raise GeneratorError(f"{where}.directories: give at least one path glob to include")
-        found: set[str] = set()
+        walk = _Walk(exclude, where)
         with self.source.snapshot(resolved) as snap:
             for glob in include:
-                found |= set(_matching(snap, _segments(glob, where)))
-        kept = sorted(p for p in found if not any(_matches(p, g) for g in exclude))
-        if len(kept) > MAX_DIRECTORIES:
-            raise GeneratorError(
-                f"{where}.directories: {len(kept)} match, at most {MAX_DIRECTORIES}"
-            )
-        return kept
+                walk.matching(snap, _segments(glob, where))
+        return sorted(walk.kept)
 
 
 def cluster_params(cluster: ClusterRecord) -> Params:
@@ -125,16 +121,44 @@ def _segments(glob: str, where: str) -> list[str]:
     return parts
 
 
-def _matching(snap: Snapshot, patterns: list[str], base: str = "") -> list[str]:
-    try:
-        names = snap.directories(base)
-    except SourceError:
-        return []
-    here = [n for n in names if fnmatchcase(n, patterns[0])]
-    paths = [f"{base}/{n}" if base else n for n in here]
-    if len(patterns) == 1:
-        return paths
-    return [found for path in paths for found in _matching(snap, patterns[1:], path)]
+@dataclass
+class _Walk:
+    """The directories matching the globs, minus the excluded ones, found by walking the
+    snapshot; the walk stops as soon as more than MAX_DIRECTORIES are kept or more than
+    MAX_LISTED directories were read (a repository of a million directories is not read
+    through before the refusal)."""
+
+    exclude: list[str]
+    where: str
+    kept: set[str] = field(default_factory=set)
+    listed: int = 0
+
+    def matching(self, snap: Snapshot, patterns: list[str], base: str = "") -> None:
+        self.listed += 1
+        if self.listed > MAX_LISTED:
+            raise GeneratorError(
+                f"{self.where}.directories: more than {MAX_LISTED} directories to read; "
+                "narrow the globs"
+            )
+        try:
+            names = snap.directories(base)
+        except SourceError:
+            return
+        for name in names:
+            if not fnmatchcase(name, patterns[0]):
+                continue
+            path = f"{base}/{name}" if base else name
+            if len(patterns) > 1:
+                self.matching(snap, patterns[1:], path)
+                continue
+            if any(_matches(path, g) for g in self.exclude):
+                continue
+            self.kept.add(path)
+            if len(self.kept) > MAX_DIRECTORIES:
+                raise GeneratorError(
+                    f"{self.where}.directories: more than {MAX_DIRECTORIES} match, "
+                    f"at most {MAX_DIRECTORIES}"
+                )
 
 
 def _matches(path: str, glob: str) -> bool:

@@ -11,9 +11,15 @@ Idempotent and crash-safe: the whole state is the registry; a reconcile that sto
 finished by the next one. When the generator or the template fails, nothing is deleted (a git
 host that is down, or a typo in a template, must never empty a fleet). Each generated app is
 checked against its project as the API checks a new app (the repository URL rule of
-`RemotePolicy`, `fleet.control.policy.check_app_allowed`); a refused app is not created and the
-reason is in the set's status. The coordinator's scheduler calls `reconcile_all` every tick
-(`fleet.control.scheduler`); the API calls `reconcile` when a set is created or replaced.
+`RemotePolicy`, `fleet.control.policy.check_app_allowed`, and `policy.default_refusal` for the
+role of the set's author); a refused app is not created and the reason is in the set's status. The
+coordinator runs `reconcile_all` in its own thread (`fleet.control.appsets.runner`), never in
+the scheduler's tick; the API calls `reconcile` when a set is created or replaced.
+
+Ownership: each set has a `uid` from its creation; every app it makes is recorded in the hash
+`<p>:appset:owners` (app name -> set name, uid, project), and a set owns only the apps marked
+`owner_set = name` whose record names its uid (an app made before sets had uids: whose project
+is the set's). A set whose name apps of an earlier set still carry is refused (`carriers`).
 """
 
 from __future__ import annotations
@@ -21,16 +27,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+import uuid
 from dataclasses import dataclass, replace
 
 from fleet.control.appsets.generators import GeneratorError, Generators, Params
 from fleet.control.appsets.records import AppSetRecord, AppSetStatus, DeletionPolicy
 from fleet.control.appsets.template import TemplateError, render
-from fleet.control.policy import check_app_allowed
+from fleet.control.policy import check_app_allowed, default_refusal
 from fleet.control.registry import records
 from fleet.control.registry.errors import AlreadyExists, NotFound, StoreError
 from fleet.control.registry.instances import instance_key
-from fleet.control.registry.records import AppRecord, ClusterRecord, ProjectRecord
+from fleet.control.registry.records import (
+    AppRecord,
+    ClusterRecord,
+    ProjectRecord,
+)
 from fleet.control.registry.store import Store
 from fleet.control.registry.transact import now
 from fleet.control.routing.dispatch import Dispatcher
@@ -78,7 +89,8 @@ class AppSets:
             raise NotFound(f"no appset named {appset.name}")
         old = self.get(appset.name) if exists else None
         stamp = now()
-        appset = replace(appset, created=old.created if old else stamp, updated=stamp)
+        uid = (old.uid if old else "") or str(uuid.uuid4())
+        appset = replace(appset, created=old.created if old else stamp, updated=stamp, uid=uid)
         pipe = redis.pipeline(transaction=True)
         pipe.set(key, records.to_json(appset))
         pipe.sadd(self.store.keys.appset("names"), appset.name)
@@ -108,13 +120,48 @@ class AppSets:
         raw = self.store.redis.get(self.store.keys.appset(f"status:{name}"))
         return records.from_json(AppSetStatus, raw) if raw else AppSetStatus()
 
-    def owned(self, name: str) -> list[AppRecord]:
+    def owned(self, appset: AppSetRecord) -> list[AppRecord]:
+        """The apps `appset` made: marked with its name, and recorded under its uid (or, for an
+        app made before sets had uids, in its project)."""
+        marks = self._marks()
+        return [a for a in self.store.list_apps_cached() if self._owns(appset, a, marks)]
+
+    def carriers(self, name: str) -> list[AppRecord]:
+        """The apps marked with the set name `name`, whatever set made them."""
         return [a for a in self.store.list_apps_cached() if a.owner_set == name]
+
+    def _owns(
+        self, appset: AppSetRecord, app: AppRecord, marks: dict[str, dict[str, str]] | None = None
+    ) -> bool:
+        if app.owner_set != appset.name or app.project != appset.project:
+            return False
+        mark = (self._marks() if marks is None else marks).get(app.name)
+        if mark is None or mark.get("set") != app.owner_set:
+            return True  # made before sets had uids: the name and the project
+        return mark.get("uid", "") == appset.uid
+
+    def _marks(self) -> dict[str, dict[str, str]]:
+        raw: dict[bytes, bytes] = self.store.redis.hgetall(self._marks_key)  # type: ignore[assignment]
+        marks = {}
+        for name, value in raw.items():
+            try:
+                marks[name.decode()] = dict(json.loads(value))
+            except ValueError:
+                continue
+        return marks
+
+    @property
+    def _marks_key(self) -> str:
+        return self.store.keys.appset("owners")
+
+    def _mark(self, appset: AppSetRecord, app: str) -> None:
+        mark = {"set": appset.name, "uid": appset.uid, "project": appset.project}
+        self.store.redis.hset(self._marks_key, app, json.dumps(mark))
 
     def delete(self, name: str) -> list[str]:
         """Remove the set and, following its deletion policy, every app it owns; the names."""
         appset = self.get(name)
-        gone = [self._remove(appset, app) for app in self.owned(name)]
+        gone = [self._remove(appset, app) for app in self.owned(appset)]
         self.store.redis.delete(
             self.store.keys.appset(f"set:{name}"), self.store.keys.appset(f"status:{name}")
         )
@@ -142,7 +189,17 @@ class AppSets:
         except NotFound as e:
             project = e
         clusters = self.store.list_clusters()
-        refused = {name: self.refusal(app, project, clusters) for name, app in apps.items()}
+        author = default_refusal(
+            appset.project,
+            appset.author_role,
+            require_impersonation=self.require_impersonation,
+        )
+        refused = {
+            name: f"app {name}: {author} (the set's author is not an admin)"
+            if author
+            else self.refusal(app, project, clusters)
+            for name, app in apps.items()
+        }
         return Generated(apps, refused)
 
     def render(self, appset: AppSetRecord, params: Params) -> AppRecord:
@@ -193,17 +250,19 @@ class AppSets:
     # -- reconciling --------------------------------------------------------------------------
 
     def reconcile_all(self) -> dict[str, AppSetStatus]:
-        """Reconcile every set (the scheduler's tick); one set's failure never stops another."""
+        """Reconcile every set, one after the other, in this thread (tests; the coordinator
+        uses `fleet.control.appsets.runner`, which bounds each set's time); one set's failure
+        never stops another."""
         done = {}
         for appset in self.list_sets():
             try:
                 done[appset.name] = self.reconcile(appset, max_age=appset.refresh_s)
-            except Exception:  # one set's bad record must never stop the tick for the others
+            except Exception:  # one set's bad record must never stop the others
                 log.exception("appset %s cannot be reconciled", appset.name)
         return done
 
     def reconcile(self, appset: AppSetRecord, *, max_age: float = 0.0) -> AppSetStatus:
-        owned = {a.name: a for a in self.owned(appset.name)}
+        owned = {a.name: a for a in self.owned(appset)}
         try:
             generated = self.generate(appset, max_age=max_age)
         except (GeneratorError, TemplateError, StoreError) as e:
@@ -239,12 +298,13 @@ class AppSets:
                 self.store.put_app(app, create=True)
             except AlreadyExists:
                 existing = self.store.get_app(app.name)
-                if existing.owner_set == appset.name:
+                if self._owns(appset, existing):
                     return ""  # another reconcile (the API's, the scheduler's) made it first
                 owner = f"app set {existing.owner_set}" if existing.owner_set else "no app set"
                 raise AlreadyExists(
                     f"an app named {app.name} exists, owned by {owner}; left as is"
                 ) from None
+            self._mark(appset, app.name)
             log.info("appset %s created app %s", appset.name, app.name)
             return "created"
         if current.deleting or _spec(current) == _spec(app):
@@ -257,6 +317,7 @@ class AppSets:
         clusters = self.store.instances(app)
         if appset.deletion == DeletionPolicy.KEEP or not clusters:
             self.store.delete_app(app.name, force=True)
+            self.store.redis.hdel(self._marks_key, app.name)
             log.info("appset %s removed app %s (objects kept)", appset.name, app.name)
             return app.name
         if not app.deleting:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+MIN_REFRESH_S = 30.0  # a git generator fetches at most this often (`refresh`)
+
 
 class DeletionPolicy(StrEnum):
     """What removing a generated app does: `cascade` prunes its objects first (as
@@ -71,7 +73,12 @@ class Generator:
 @dataclass(frozen=True)
 class AppSetRecord:
     """An app set. Its apps belong to `project` and carry `owner_set = name`. `refresh_s`: how
-    old a fetch of the git generator's repository may be when the scheduler lists it."""
+    old a fetch of the git generator's repository may be when the scheduler lists it (at least
+    `MIN_REFRESH_S`). `uid`: given when the set is created and kept for life; the apps it
+    makes are recorded under it (`AppSets.owned`), so a later set of the same name, in this
+    project or another, owns none of them. `author_role`: the role of the token that last
+    created or replaced the set; its reconciles apply the rules of `POST /apps` for that role
+    ("" for a set stored before it was recorded: treated as no admin's)."""
 
     name: str
     generator: Generator
@@ -82,6 +89,9 @@ class AppSetRecord:
     given: dict[str, Any] = field(default_factory=dict)  # the template as the API got it
     created: str = ""
     updated: str = ""
+    uid: str = ""
+    author: str = ""
+    author_role: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ Every attempt updates the delivery's result (`Outbox.results`, `GET
 HMAC-SHA256 under the subscription's secret in `X-Gitfleet-Signature-256: sha256=<hex>` (the
 same body and signature on every retry; `X-Gitfleet-Delivery` is the message id, for the
 receiver's own dedup); a Slack body is `{"text": ...}`. The target URL is checked again
-against `TargetPolicy` at each post, also as it resolves then.
+against `TargetPolicy` at each post, also as it resolves then, and the post connects to the
+addresses that lookup answered and were checked, never looking the name up again (DNS
+rebinding); HTTPS sends the host name as SNI and checks the certificate against it.
 
 `start()` / `stop()` run it in a thread of the coordinator (`api.app`'s lifespan), apart from
 the scheduler, so a slow target never delays a sync being scheduled.
@@ -24,14 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
+import socket
+import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import replace
-from typing import Any
+from urllib.parse import SplitResult
 
 from redis import Redis
 
@@ -88,9 +91,41 @@ def slack_text(message: Message) -> str:
     return text
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # a 3xx is an answer like any other non-2xx: never followed
+class _PinnedHTTP(http.client.HTTPConnection):
+    """An HTTP connection to `address`, the checked address of `host` (the Host header)."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def _open(self) -> socket.socket:
+        return socket.create_connection((self.address, self.port), self.timeout)
+
+    def connect(self) -> None:
+        self.sock = self._open()
+
+
+class _PinnedHTTPS(_PinnedHTTP):
+    """HTTPS to the checked address; SNI and the certificate checked against the host name."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, address, timeout)
+        self.context = ssl.create_default_context()
+
+    def connect(self) -> None:
+        raw = self._open()
+        try:
+            self.sock = self.context.wrap_socket(raw, server_hostname=self.host)
+        except BaseException:
+            raw.close()
+            raise
+
+
+def _connection(parts: SplitResult, address: str, timeout: float) -> _PinnedHTTP:
+    host = parts.hostname or ""
+    if parts.scheme.lower() == "https":
+        return _PinnedHTTPS(host, parts.port or 443, address, timeout)
+    return _PinnedHTTP(host, parts.port or 80, address, timeout)
 
 
 class DeliveryPump:
@@ -122,7 +157,6 @@ class DeliveryPump:
         self.claim_s = claim_s
         self.batch = batch
         self._claim = redis.register_script(CLAIM)
-        self._opener = urllib.request.build_opener(_NoRedirects())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -190,8 +224,12 @@ class DeliveryPump:
             parts = self.policy.check(target.url)
         except TargetUrlError as e:
             return 0, str(e)
-        if self.policy.resolves_inside(parts):
-            return 0, f"url: {parts.hostname} resolves to an inside address: refused"
+        try:
+            addresses = self.policy.addresses(parts)  # one lookup: connect to these only
+        except TargetUrlError as e:
+            return 0, str(e)
+        except OSError as e:
+            return 0, f"no answer: {type(e).__name__}"
         message = pending.message
         headers = {
             "Content-Type": "application/json",
@@ -204,16 +242,27 @@ class DeliveryPump:
             headers[SIGNATURE_HEADER] = signature_of(target.secret, body)
         else:
             body = json.dumps({"text": slack_text(message)}).encode()
-        request = urllib.request.Request(target.url, data=body, headers=headers, method="POST")
-        try:
-            with self._opener.open(request, timeout=self.timeout) as answer:
-                code = int(answer.status)
-        except urllib.error.HTTPError as e:
-            code = int(e.code)
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            return 0, f"no answer: {type(reason).__name__}"
-        return code, "" if 200 <= code < 300 else f"HTTP {code}"
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        error: Exception = OSError("no address")
+        for address in addresses:
+            connection = _connection(parts, address, self.timeout)
+            try:
+                connection.connect()
+            except OSError as e:  # not reached: the next checked address, if any
+                connection.close()
+                error = e
+                continue
+            try:
+                connection.request("POST", path, body=body, headers=headers)
+                with connection.getresponse() as answer:  # a 3xx too: never followed
+                    code = int(answer.status)
+                    answer.read(65536)
+            except (OSError, http.client.HTTPException) as e:
+                return 0, f"no answer: {type(e).__name__}"
+            finally:
+                connection.close()
+            return code, "" if 200 <= code < 300 else f"HTTP {code}"
+        return 0, f"no answer: {type(error).__name__}"
 
     # -- the thread ---------------------------------------------------------------------------
 

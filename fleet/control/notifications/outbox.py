@@ -5,7 +5,8 @@ it compares what the sync showed with the last state notified for the instance
 (`<p>:notify:last:<app>`, field `<cluster>|<kind>`), keeps the new state and queues one
 delivery per matching subscription for each transition (`events.changes`). `notify` is the
 same for an event someone else detects (a rollout step): with a `dedupe` token, the same token
-is sent once.
+is sent once. The app's record is read once per event: an app subscription matches on the
+app's uid and project (`Subscription.wants`), never on its name alone.
 
 Queuing is a few Redis commands: the message goes into the outbox (`<p>:notify:outbox`, id ->
 pending delivery) and its id into the queue (`<p>:notify:queue`, due now); the coordinator's
@@ -128,11 +129,11 @@ class Outbox:
         return [records.from_json(DeliveryResult, r) for r in raws if isinstance(r, bytes)]
 
 
-def _project_of(redis: Redis, keys: Keys, app: str) -> str:
+def _app_of(redis: Redis, keys: Keys, app: str) -> records.AppRecord:
     raw = redis.get(keys.app(app))
     if not isinstance(raw, bytes):
         raise NotFound(f"no app named {app}")
-    return str(records.from_json(records.AppRecord, raw).project)
+    return records.from_json(records.AppRecord, raw)
 
 
 def notify(
@@ -161,8 +162,13 @@ def notify(
         token = hashlib.sha256(f"{app}\0{dedupe}".encode()).hexdigest()[:32]
         if not redis.set(keys.notify(f"sent:{token}"), 1, nx=True, ex=DEDUPE_TTL):
             return []
-    project = _project_of(redis, keys, app)
-    wanted = [s for s in all_subscriptions(redis, keys) if s.wants(event, app, project)]
+    record = _app_of(redis, keys, app)
+    project, uid = record.project, record.owner_uid
+    wanted = [
+        s
+        for s in all_subscriptions(redis, keys)
+        if s.wants(event, app, project, uid, record.created)
+    ]
     if not wanted:
         return []
     message = Message(

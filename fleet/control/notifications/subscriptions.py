@@ -31,16 +31,29 @@ class Subscription:
 
     name: str
     kind: str
-    project: str = ""
+    project: str = ""  # of an app subscription: the app's project when it was made
     app: str = ""
     events: tuple[str, ...] = ()
     shown_url: str = ""  # scheme, host and port only
     created: str = ""
+    app_uid: str = ""  # the app's `owner_uid` when it was made ("": stored before uids)
 
-    def wants(self, event: str, app: str, project: str) -> bool:
+    def wants(
+        self, event: str, app: str, project: str, uid: str = "", app_created: str = ""
+    ) -> bool:
+        """Whether this subscription is told of `event` of `app` (of `project`, with its
+        `owner_uid` and creation time). An app subscription is bound to the app it was made
+        for: a later app of the same name, in any project, is not it."""
         if self.events and event not in self.events:
             return False
-        return self.app == app if self.app else self.project == project
+        if not self.app:
+            return self.project == project
+        if self.app != app or (self.project and self.project != project):
+            return False
+        if self.app_uid:
+            return self.app_uid == uid
+        # stored before uids: an app created after the subscription is not the one it was for
+        return not (app_created and self.created and app_created > self.created)
 
 
 @dataclass(frozen=True)

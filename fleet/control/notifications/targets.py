@@ -7,12 +7,15 @@ with `urllib.parse` and refused unless:
 - the scheme is `https`; `http` only for a host the operator lists in
   GITFLEET_NOTIFY_ALLOW_HOSTS (comma-separated `host` or `host:port`);
 - it carries no user-info (a password there would be shown to every reader) and no fragment;
-- the host is not a loopback, private, link-local, multicast or unspecified address (a cloud
-  metadata endpoint, the fleet's own Redis), neither as written nor as resolved when a message
-  is sent, unless the operator lists it in GITFLEET_NOTIFY_ALLOW_HOSTS.
+- the host is a globally reachable unicast address: not loopback, private, link-local, shared
+  (100.64.0.0/10: CGNAT, pod networks, Alibaba's metadata at 100.100.100.200), reserved,
+  multicast or unspecified (a cloud metadata endpoint, the fleet's own Redis), an IPv4-mapped,
+  6to4 or NAT64 IPv6 address judged as the IPv4 address it carries; neither as written nor as
+  resolved when a message is sent, unless the operator lists it in GITFLEET_NOTIFY_ALLOW_HOSTS.
 
-Refusals name the rule, never what a port answered. `check_target` is pure; `resolves_inside`
-looks the name up.
+Refusals name the rule, never what a port answered. `check` is pure; `addresses` looks the name
+up once and answers the addresses to connect to, each checked (the delivery connects to these
+only, so a name cannot resolve outside for the check and inside for the connection).
 """
 
 from __future__ import annotations
@@ -85,27 +88,58 @@ class TargetPolicy:
     def resolves_inside(self, parts: SplitResult) -> bool:
         """Whether the URL's host, not allowed by name, resolves to an inside address now
         (a name that pointed outside when the subscription was made may not any more)."""
-        host = (parts.hostname or "").lower()
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if self.allows(host, port):
-            return False
         try:
-            found = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+            self.addresses(parts)
+        except TargetUrlError:
+            return True
         except OSError:
             return False  # the post fails on its own, with its own error
-        return any(_inside(str(info[4][0])) for info in found)
+        return False
+
+    def addresses(self, parts: SplitResult) -> list[str]:
+        """The addresses the URL's host resolves to now, in order, to connect to exactly these
+        (a second lookup could answer otherwise: DNS rebinding). TargetUrlError if the host,
+        not allowed by name, resolves to any inside address; OSError if it does not resolve."""
+        host = (parts.hostname or "").lower()
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        found = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+        if not addresses:
+            raise OSError(f"{host} resolves to no address")
+        if not self.allows(host, port) and any(_inside(a) for a in addresses):
+            raise TargetUrlError(f"url: {host} resolves to an inside address: refused")
+        return addresses
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 form carries and reaches (IPv4-mapped, 6to4, NAT64)."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
 
 
 def _inside(host: str) -> bool:
+    """Anything but a globally reachable unicast address: loopback, private, link-local,
+    shared (100.64.0.0/10: CGNAT, pod networks, Alibaba's 100.100.100.200 metadata), reserved,
+    multicast, unspecified; an IPv4-mapped, 6to4 or NAT64 IPv6 address as its IPv4."""
     try:
-        address = ipaddress.ip_address(host.strip("[]"))
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
+            host.strip("[]").split("%", 1)[0]
+        )
     except ValueError:
         return host == "localhost" or host.endswith(".localhost")
-    return (
-        address.is_loopback
-        or address.is_private
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_unspecified
-        or address.is_reserved
-    )
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _LOCAL_NAT64:  # a site's own NAT64 (RFC 8215): not global
+            return True
+        embedded = _embedded(address)
+        if embedded is not None:
+            address = embedded
+    return address.is_multicast or not address.is_global

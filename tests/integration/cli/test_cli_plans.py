@@ -18,7 +18,7 @@ from api.app import create_app
 from api.settings import Settings
 from cli.main import main
 from deploy.testbed.process import free_port
-from fleet.control.registry.records import DEFAULT_PROJECT
+from fleet.control.registry.records import DEFAULT_PROJECT, Role
 from fleet.model import ObjectRef
 from tests.support import manifests as m
 from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv, wait_until
@@ -30,8 +30,10 @@ TOKEN = "gf_cli-plans-admin-token-0123456789"
 class Served:
     url: str
 
-    def run(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-        code = main([*argv, "--server", self.url, "--token", TOKEN])
+    def run(
+        self, capsys: pytest.CaptureFixture[str], *argv: str, token: str = TOKEN
+    ) -> tuple[int, str, str]:
+        code = main([*argv, "--server", self.url, "--token", token])
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -97,7 +99,10 @@ def test_suspend_budget_and_an_approved_plan_from_the_cli(
     assert code == 0, err
     assert "create" in out and "ConfigMap/settings" in out and "not approved" in out
     plan_id = out.split()[1]
-    code, out, err = served.run(capsys, "app", "plan", "approve", plan_id, "-o", "json")
+    reviewer = fleet.store.create_token(f"{fleet.prefix}-reviewer", Role.ADMIN)  # four eyes
+    code, out, err = served.run(
+        capsys, "app", "plan", "approve", plan_id, "-o", "json", token=reviewer
+    )
     assert code == 0, err
     assert json.loads(out)["approved"] is True
 

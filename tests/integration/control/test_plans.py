@@ -2,7 +2,8 @@
 
 A plan lists what a sync would do and writes nothing; a sync told to run it applies exactly it
 when nothing moved, and refuses (writing nothing) when the revision or the cluster moved since;
-a project may require an approved plan for a cluster, automated syncs included."""
+a project may require an approved plan for a cluster, automated syncs included, approved by a
+token other than the one that made it; a recreated app of the same name inherits no queued run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from fleet.control.registry.records import DEFAULT_PROJECT
+from fleet.control import plans
+from fleet.control.registry.records import DEFAULT_PROJECT, Role
 from fleet.control.routing.dispatch import JobRef
 from fleet.model import ObjectRef, Trigger
 from tests.support import manifests as m
@@ -45,6 +47,16 @@ def _plan(api: TestClient, app: str, **body: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     plan: dict[str, Any] = response.json()
     return plan
+
+
+def _approve(fleet: FleetEnv, api: TestClient, plan_id: str) -> dict[str, Any]:
+    """Approve as a second person: the admin token that made the plan may not."""
+    reviewer = fleet.store.create_token(f"{fleet.prefix}-reviewer-{plan_id}", Role.ADMIN)
+    path = f"/api/v1/plans/{plan_id}/approve"
+    response = api.post(path, headers={"Authorization": f"Bearer {reviewer}"})
+    assert response.status_code == 200, response.text
+    approved: dict[str, Any] = response.json()
+    return approved
 
 
 def _changes(plan: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
@@ -153,9 +165,9 @@ def test_a_project_requires_an_approved_plan_for_chosen_clusters(
     assert unapproved.status_code == 409
     assert "is not approved" in unapproved.json()["detail"]
 
-    approved = api.post(f"/api/v1/plans/{plan['id']}/approve")
-    assert approved.status_code == 200, approved.text
-    assert approved.json()["approvedBy"]
+    own = api.post(f"/api/v1/plans/{plan['id']}/approve")
+    assert own.status_code == 403 and "a second person must approve it" in own.text
+    assert _approve(fleet, api, plan["id"])["approvedBy"]
     answer = _sync(fleet, api, app, plan=plan["id"])
     assert answer["result"] == "succeeded", answer
     assert _value(fleet, cluster, app) == "v1"
@@ -187,7 +199,35 @@ def test_only_the_chosen_clusters_wait_for_an_approved_plan(
 
     plan = _plan(api, app, cluster=gated)
     assert [c["cluster"] for c in plan["clusters"]] == [gated]
-    assert api.post(f"/api/v1/plans/{plan['id']}/approve").status_code == 200
+    assert _approve(fleet, api, plan["id"])["approved"] is True
     answer = _sync(fleet, api, app, plan=plan["id"], cluster=gated)
     assert answer["result"] == "succeeded", answer
     assert _value(fleet, gated, app) == "v1"
+
+
+def test_a_recreated_app_of_the_same_name_inherits_no_queued_plan_run(
+    fleet: FleetEnv, api: TestClient
+) -> None:
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    gated = f"{fleet.prefix}-gated"
+    fleet.store.put_project(replace(DEFAULT_PROJECT, name=gated, require_plan_for=(cluster,)))
+    _commit(fleet, app, "v1")
+    record = fleet.add_app(app, cluster, automated=True)
+    fleet.store.put_app(replace(record, project=gated), create=False)
+    fleet.worker_thread("alpha")
+    plan = _plan(api, app)
+    _approve(fleet, api, plan["id"])
+    old = fleet.store.get_app(app).owner_uid
+    store = plans.PlanStore(fleet.redis, prefix=fleet.prefix)
+    store.queue_run(f"{app}@{cluster}", plan["id"], app_uid=old)  # queued, not yet run
+
+    fleet.store.delete_app(app, force=True)
+    again = fleet.add_app(app, cluster, automated=True)
+    fleet.store.put_app(replace(again, project=gated), create=False)
+    assert fleet.store.get_app(app).owner_uid != old
+    automated = fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)
+    assert automated["result"] == "skipped", automated
+    assert automated["message"].startswith("waiting for an approved plan")
+    assert _value(fleet, cluster, app) is None
+    refused = api.post(f"/api/v1/apps/{app}/sync", json={"plan": plan["id"]})
+    assert refused.status_code == 409 and "an earlier app named" in refused.text
