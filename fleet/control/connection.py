@@ -112,8 +112,8 @@ def sentinel_master(url: str) -> Redis:
     sentinel_kwargs: dict[str, object] = {"socket_timeout": 5.0}
     if sentinel_password:
         sentinel_kwargs["password"] = sentinel_password
-    sentinel = Sentinel(sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
-    master: Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call, unused-ignore]
+    master: Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         names[0],
         db=db,
         username=unquote(parts.username) if parts.username else None,

@@ -24,7 +24,7 @@ from fleet.control.registry.appcache import AppCache
 from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import AppRecord, ClusterRecord
 from fleet.control.routing import membership
-from fleet.control.routing.sharding import assign
+from fleet.control.routing.sharding import Placement
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 
@@ -60,8 +60,12 @@ class OwnerMap:
     """The shard map over registered instances and live workers, cached between changes.
 
     A registry write that leaves the set of instances as it was (an app's source or policy
-    changed, a sync requested) costs reading the apps written since the last look; the map is
-    recomputed only when the instances or the live workers changed."""
+    changed, a sync requested) costs reading the apps written since the last look. One that
+    adds or removes instances (an app created or deleted) updates the map in place
+    (`fleet.control.routing.sharding.Placement`: exact, and a full recomputation only when a
+    worker is near its capacity); a change of the live workers or of the clusters recomputes
+    it. The instances of each app are remembered with the record they came from, so a change
+    costs the apps that changed, not a pass over every app's destinations."""
 
     def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
         self.redis = redis
@@ -70,34 +74,65 @@ class OwnerMap:
         self._apps = AppCache(redis, self._keys)
         self._lock = threading.Lock()
         self._stamp: tuple[bytes | None, tuple[str, ...]] | None = None
-        self._basis: tuple[frozenset[str], tuple[str, ...]] | None = None
-        self._map: dict[str, str] = {}
+        self._clusters: tuple[bytes, ...] | None = None
+        self._of_app: dict[str, tuple[AppRecord, tuple[str, ...]]] = {}
+        self._placement: Placement | None = None
 
     def owner(self, instance: str) -> str:
         """The live worker that owns `instance`; `NoWorkers` when none is live."""
         workers = self.live()
-        shard = self._refreshed(workers)
-        found = shard.get(instance)
-        if found is not None:
-            return found
-        return assign([*shard, instance], list(workers))[instance]
+        with self._lock:
+            return self._refreshed(workers).owner_if_added(instance)
 
     def current(self) -> dict[str, str]:
         """instance -> worker for every registered instance; `NoWorkers` when none is live."""
-        return dict(self._refreshed(self.live()))
+        workers = self.live()
+        with self._lock:
+            return dict(self._refreshed(workers).placed)
 
     def live(self) -> tuple[str, ...]:
         return tuple(membership.live_workers(self.redis, prefix=self.prefix))
 
-    def _refreshed(self, workers: tuple[str, ...]) -> dict[str, str]:
+    def _refreshed(self, workers: tuple[str, ...]) -> Placement:
+        """The placement as of now (called with the lock held)."""
         raw = self.redis.get(self._keys.generation)
         stamp = (raw if isinstance(raw, bytes) else None, workers)
-        with self._lock:
-            if stamp != self._stamp:
-                instances = registered_instances(self.redis, prefix=self.prefix, apps=self._apps)
-                basis = (frozenset(instances), workers)
-                if basis != self._basis:
-                    self._map = assign(instances, list(workers))
-                    self._basis = basis
-                self._stamp = stamp
-            return self._map
+        placement = self._placement
+        if stamp == self._stamp and placement is not None:
+            return placement
+        rebuild = placement is None or placement.workers != workers
+        raws = tuple(_load(self.redis, self._keys.clusters, self._keys.cluster))
+        if raws != self._clusters:  # destinations may match other clusters: start over
+            self._clusters, self._of_app, rebuild = raws, {}, True
+        clusters = [records.from_json(ClusterRecord, r) for r in raws]
+        added, removed = self._changed(self._apps.apps(), clusters)
+        if rebuild or placement is None:
+            instances = [i for _, of in self._of_app.values() for i in of]
+            placement = Placement(instances, workers)
+        else:
+            placement.update(added, removed)
+        self._placement, self._stamp = placement, stamp
+        return placement
+
+    def _changed(
+        self, apps: list[AppRecord], clusters: list[ClusterRecord]
+    ) -> tuple[list[str], list[str]]:
+        """Instances added and removed since the last look; remembers each app's instances."""
+        before: dict[str, tuple[AppRecord, tuple[str, ...]]] = self._of_app
+        now: dict[str, tuple[AppRecord, tuple[str, ...]]] = {}
+        added: list[str] = []
+        removed: list[str] = []
+        for app in apps:
+            known = before.get(app.name)
+            if known is not None and known[0] is app:
+                now[app.name] = known
+                continue
+            instances = tuple(instance_key(app.name, c) for c in clusters_for(app, clusters))
+            now[app.name] = (app, instances)
+            old = known[1] if known is not None else ()
+            added += [i for i in instances if i not in old]
+            removed += [i for i in old if i not in instances]
+        for name in before.keys() - now.keys():
+            removed += before[name][1]
+        self._of_app = now
+        return added, removed

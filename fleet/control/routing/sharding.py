@@ -121,6 +121,79 @@ def assign(
     return placed
 
 
+class Placement:
+    """`assign`'s answer for a set of applications, kept exact as applications come and go.
+
+    Recomputing the whole map at every registry change costs tens of milliseconds at 10,000
+    applications, and a coordinator sees several changes a second. Most changes need none of
+    it: when every application sits at its ring owner (none walked on past a full worker) and
+    no worker holds more than the capacity, `assign` gives exactly that map, because each
+    application, taken in hash order, finds its ring owner holding fewer than its final load,
+    which is at most the capacity. So `update` places an added application at its ring owner,
+    drops a removed one, and keeps the result only when both conditions still hold; otherwise
+    (rare with c = 1.25: near-full workers) it runs `assign` over everything, as before.
+    """
+
+    def __init__(
+        self,
+        apps: Sequence[str],
+        workers: Sequence[str],
+        *,
+        c: float = DEFAULT_LOAD_FACTOR,
+        vnodes: int = DEFAULT_VNODES,
+    ) -> None:
+        _check(workers, c=c, vnodes=vnodes)
+        self.workers = tuple(workers)
+        self.c = c
+        self.ring = Ring.build(self.workers, vnodes=vnodes)
+        self.vnodes = vnodes
+        self.placed: dict[str, str] = {}
+        self.loads: dict[str, int] = {}
+        self.walked = 0
+        self._rebuild(set(apps))
+
+    def ring_owner(self, app: str) -> str:
+        points = self.ring.points
+        return self.ring.owners[bisect.bisect_right(points, position(app)) % len(points)]
+
+    def owner_if_added(self, app: str) -> str:
+        """The worker `app` would get if it were added (its owner when already placed)."""
+        found = self.placed.get(app)
+        if found is not None:
+            return found
+        ring = self.ring_owner(app)
+        limit = capacity(len(self.placed) + 1, len(self.workers), c=self.c)
+        if self.walked == 0 and self.loads[ring] + 1 <= limit:
+            return ring  # the other loads are within the old capacity, so within this one
+        return assign([*self.placed, app], self.workers, c=self.c, vnodes=self.vnodes)[app]
+
+    def update(self, added: Sequence[str], removed: Sequence[str]) -> None:
+        """Add and remove applications; the result is what `assign` gives the new set."""
+        for app in removed:
+            worker = self.placed.pop(app, None)
+            if worker is not None:
+                self.loads[worker] -= 1
+                if worker != self.ring_owner(app):
+                    self.walked -= 1
+        for app in added:
+            if app not in self.placed:
+                worker = self.ring_owner(app)
+                self.placed[app] = worker
+                self.loads[worker] += 1
+        limit = capacity(len(self.placed), len(self.workers), c=self.c)
+        if self.walked or max(self.loads.values()) > limit:
+            self._rebuild(set(self.placed))
+
+    def _rebuild(self, apps: set[str]) -> None:
+        self.placed = assign(list(apps), self.workers, c=self.c, vnodes=self.vnodes)
+        self.loads = dict.fromkeys(self.workers, 0)
+        self.walked = 0
+        for app, worker in self.placed.items():
+            self.loads[worker] += 1
+            if worker != self.ring_owner(app):
+                self.walked += 1
+
+
 @functools.lru_cache(maxsize=64)
 def _ring(workers: tuple[str, ...], vnodes: int) -> Ring:
     return Ring._build(workers, vnodes)

@@ -173,3 +173,34 @@ def test_deferred_syncs_are_requested_once_when_due(registry: FleetEnv) -> None:
 
 def _cluster(index: int) -> str:
     return "eu" if index % 2 else "us:1"
+
+
+def test_a_long_lived_owner_map_agrees_with_a_fresh_one_through_every_change(
+    registry: FleetEnv,
+) -> None:
+    """The coordinator's map is updated in place as apps come and go; after each registry or
+    membership change it must name the owners a process computing from scratch names."""
+    names = _setup(registry, apps=6)
+    kept = OwnerMap(registry.redis, prefix=registry.prefix)
+
+    def agrees() -> None:
+        fresh = OwnerMap(registry.redis, prefix=registry.prefix).current()
+        assert kept.current() == fresh
+        assert all(kept.owner(i) == w for i, w in fresh.items())
+
+    agrees()
+    for i in range(6, 14):
+        registry.add_app(registry.app_name(i), "eu" if i % 3 else "us:1")
+        agrees()
+    for name in names[:3]:
+        registry.store.delete_app(name, force=True)
+        agrees()
+    membership.register(registry.redis, "w-c", ttl=30, meta={}, prefix=registry.prefix)
+    agrees()
+    creds = ClusterCredentials(server="https://127.0.0.1:1", token="t")
+    registry.store.put_cluster(ClusterRecord("ap", "https://127.0.0.1:1"), creds)
+    registry.add_app(registry.app_name(20), "ap")
+    agrees()
+    membership.deregister(registry.redis, "w-a", prefix=registry.prefix)
+    agrees()
+    assert f"{registry.app_name(20)}@ap" in kept.current()
