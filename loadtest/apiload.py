@@ -212,7 +212,9 @@ def register(fleet: Fleet, apps: Sequence[App], load: Load) -> float:
     return len(apps) / (time.time() - began)
 
 
-def run(out: Path, *, apps: int, rps: float, seconds: float, seed: int = 7) -> dict[str, Any]:
+def run(
+    out: Path, *, apps: int, rps: float, seconds: float, api_workers: int = 2, seed: int = 7
+) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
@@ -221,6 +223,7 @@ def run(out: Path, *, apps: int, rps: float, seconds: float, seed: int = 7) -> d
     create_repo(repo, planned, 1)
     entries = runner.up(work / "testbed", clusters=1, nodes=1)
     fleet = Fleet(work)
+    fleet.env["GITFLEET_API_WORKERS"] = str(api_workers)  # `gitfleet api --workers`
     try:
         fleet.start({"apps.git": repo}, [])
         fleet.start_workers(WORKERS, tracing=False)
@@ -237,7 +240,13 @@ def run(out: Path, *, apps: int, rps: float, seconds: float, seed: int = 7) -> d
         fleet.stop()
         runner.down(work / "testbed")
     figures = summarise(samples, seconds=seconds)
-    figures["params"] = {"apps": apps, "rps": rps, "seconds": seconds, "workers": len(WORKERS)}
+    figures["params"] = {
+        "apps": apps,
+        "rps": rps,
+        "seconds": seconds,
+        "workers": len(WORKERS),
+        "api_processes": api_workers,
+    }
     figures["registration_apps_per_s"] = round(rate, 1)
     figures["target_p99_ms"] = TARGET_P99_MS
     figures["meets_target"] = figures["overall"]["p99_ms"] < TARGET_P99_MS
@@ -249,7 +258,8 @@ def run(out: Path, *, apps: int, rps: float, seconds: float, seed: int = 7) -> d
 def markdown(figures: dict[str, Any]) -> str:
     p = figures["params"]
     lines = [
-        f"# API under load: {p['apps']} apps, {p['rps']:g} requests/s for {p['seconds']:g} s",
+        f"# API under load: {p['apps']} apps, {p['rps']:g} requests/s for {p['seconds']:g} s, "
+        f"{p.get('api_processes', 1)} coordinator processes",
         "",
         "| requests | count | errors | p50 ms | p95 ms | p99 ms | max ms |",
         "|---|---|---|---|---|---|---|",
@@ -273,9 +283,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--apps", type=int, default=10_000, help="apps registered first")
     parser.add_argument("--rps", type=float, default=200.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to send")
+    parser.add_argument(
+        "--api-workers", type=int, default=2, help="coordinator processes (gitfleet api --workers)"
+    )
     args = parser.parse_args(argv)
     try:
-        figures = run(args.out, apps=args.apps, rps=args.rps, seconds=args.seconds)
+        figures = run(
+            args.out,
+            apps=args.apps,
+            rps=args.rps,
+            seconds=args.seconds,
+            api_workers=args.api_workers,
+        )
     except BenchError as error:
         print(f"apiload: {error}", file=sys.stderr)
         return 1

@@ -60,6 +60,7 @@ class AppCache:
         self._by_name: dict[str, AppRecord] = {}
         self._names: list[str] = []  # sorted
         self._ordered: list[AppRecord] = []
+        self._changed: set[str] | None = None  # since the last `changes()`; None: reloaded
         self._lock = threading.Lock()
 
     def apps(self) -> list[AppRecord]:
@@ -70,6 +71,20 @@ class AppCache:
             if generation != self._generation:
                 self._refresh(generation)
             return list(self._ordered)
+
+    def changes(self) -> tuple[dict[str, AppRecord | None], bool]:
+        """What changed since the previous call: (name -> record, None for a deleted app;
+        True when that is every app, the first time and after a reload). For a cache with one
+        consumer, such as `fleet.control.routing.owners.OwnerMap`'s own."""
+        raw = self.redis.get(self.keys.generation)
+        generation = int(raw) if isinstance(raw, bytes) else 0
+        with self._lock:
+            if generation != self._generation:
+                self._refresh(generation)
+            changed, self._changed = self._changed, set()
+            if changed is None:
+                return dict(self._by_name), True
+            return {name: self._by_name.get(name) for name in changed}, False
 
     def _refresh(self, generation: int) -> None:
         since = self._generation
@@ -92,10 +107,13 @@ class AppCache:
         }
         self._names = list(self._by_name)
         self._ordered = list(self._by_name.values())
+        self._changed = None
 
     def _update(self, names: list[str]) -> None:
         if not names:
             return
+        if self._changed is not None:
+            self._changed.update(names)
         raws = self.redis.mget([self.keys.app(n) for n in names])
         for name, raw in zip(names, raws, strict=True):
             known = name in self._by_name

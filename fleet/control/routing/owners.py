@@ -64,8 +64,9 @@ class OwnerMap:
     adds or removes instances (an app created or deleted) updates the map in place
     (`fleet.control.routing.sharding.Placement`: exact, and a full recomputation only when a
     worker is near its capacity); a change of the live workers or of the clusters recomputes
-    it. The instances of each app are remembered with the record they came from, so a change
-    costs the apps that changed, not a pass over every app's destinations."""
+    it. The instances of each app are remembered, and the map's own app cache says which apps
+    were written since its last look, so a change costs the apps that changed, not a pass over
+    every app's destinations."""
 
     def __init__(self, redis: Redis, *, prefix: str = "gitfleet") -> None:
         self.redis = redis
@@ -75,7 +76,7 @@ class OwnerMap:
         self._lock = threading.Lock()
         self._stamp: tuple[bytes | None, tuple[str, ...]] | None = None
         self._clusters: tuple[bytes, ...] | None = None
-        self._of_app: dict[str, tuple[AppRecord, tuple[str, ...]]] = {}
+        self._of_app: dict[str, tuple[str, ...]] = {}  # app -> its instances
         self._placement: Placement | None = None
 
     def owner(self, instance: str) -> str:
@@ -102,12 +103,17 @@ class OwnerMap:
             return placement
         rebuild = placement is None or placement.workers != workers
         raws = tuple(_load(self.redis, self._keys.clusters, self._keys.cluster))
-        if raws != self._clusters:  # destinations may match other clusters: start over
-            self._clusters, self._of_app, rebuild = raws, {}, True
         clusters = [records.from_json(ClusterRecord, r) for r in raws]
-        added, removed = self._changed(self._apps.apps(), clusters)
+        changed, everything = self._apps.changes()
+        if raws != self._clusters:  # destinations may match other clusters: start over
+            if not everything:
+                changed, everything = {a.name: a for a in self._apps.apps()}, True
+            self._clusters = raws
+        if everything:
+            self._of_app, rebuild = {}, True
+        added, removed = self._changed(changed, clusters)
         if rebuild or placement is None:
-            instances = [i for _, of in self._of_app.values() for i in of]
+            instances = [i for of in self._of_app.values() for i in of]
             placement = Placement(instances, workers)
         else:
             placement.update(added, removed)
@@ -115,24 +121,18 @@ class OwnerMap:
         return placement
 
     def _changed(
-        self, apps: list[AppRecord], clusters: list[ClusterRecord]
+        self, changed: dict[str, AppRecord | None], clusters: list[ClusterRecord]
     ) -> tuple[list[str], list[str]]:
-        """Instances added and removed since the last look; remembers each app's instances."""
-        before: dict[str, tuple[AppRecord, tuple[str, ...]]] = self._of_app
-        now: dict[str, tuple[AppRecord, tuple[str, ...]]] = {}
+        """Instances added and removed by the `changed` apps (None: deleted); remembers each
+        app's instances."""
         added: list[str] = []
         removed: list[str] = []
-        for app in apps:
-            known = before.get(app.name)
-            if known is not None and known[0] is app:
-                now[app.name] = known
-                continue
-            instances = tuple(instance_key(app.name, c) for c in clusters_for(app, clusters))
-            now[app.name] = (app, instances)
-            old = known[1] if known is not None else ()
-            added += [i for i in instances if i not in old]
-            removed += [i for i in old if i not in instances]
-        for name in before.keys() - now.keys():
-            removed += before[name][1]
-        self._of_app = now
+        for name, app in changed.items():
+            old = self._of_app.pop(name, ())
+            now: tuple[str, ...] = ()
+            if app is not None:
+                now = tuple(instance_key(name, c) for c in clusters_for(app, clusters))
+                self._of_app[name] = now
+            added += [i for i in now if i not in old]
+            removed += [i for i in old if i not in now]
         return added, removed

@@ -106,3 +106,25 @@ def test_a_registry_import_and_a_trimmed_change_log_make_every_cache_reload(
     client.set(writer.keys.app_changes_floor, generation + appcache.WINDOW)
     client.incr(writer.keys.generation)
     assert _names(reader) == ["alpha", "ghost"]
+
+
+def test_changes_name_what_was_written_since_the_last_call_deletions_included(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    writer, _ = replicas
+    cache = appcache.AppCache(client, writer.keys)
+    for name in ("alpha", "bravo"):
+        writer.put_app(_app(name), create=True)
+    first, everything = cache.changes()
+    assert everything and set(first) == {"alpha", "bravo"}
+
+    writer.put_app(_app("charlie"), create=True)
+    writer.put_app(replace(writer.get_app("alpha"), source=AppSource(_app("a").source.repo, "v2")))
+    writer.delete_app("bravo")
+    changed, everything = cache.changes()
+
+    assert not everything
+    assert set(changed) == {"alpha", "bravo", "charlie"}
+    assert changed["bravo"] is None
+    assert changed["alpha"] is not None and changed["alpha"].source.path == "v2"
+    assert cache.changes() == ({}, False)  # nothing written since

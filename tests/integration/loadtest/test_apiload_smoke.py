@@ -29,7 +29,8 @@ def test_apiload_sends_the_whole_mix_and_reports_percentiles_per_request_kind(
 
     assert done.returncode == 0, done.stderr[-4000:]
     figures = json.loads((out / "apiload.json").read_text())
-    assert figures["params"] == {"apps": 40, "rps": 20.0, "seconds": 3.0, "workers": 1}
+    params = {"apps": 40, "rps": 20.0, "seconds": 3.0, "workers": 1, "api_processes": 2}
+    assert figures["params"] == params
     overall = figures["overall"]
     assert overall["count"] == 60
     assert {k: figures["kinds"][k]["count"] for k, _, _ in MIX} == {
