@@ -171,16 +171,23 @@ def _trigger(
         CommitClock(store.redis, store.keys).pushed(push.urls, push.after)
     clusters = store.list_clusters()
     targets = {app.name: store.instances(app, clusters) for app in matching}
-    left_alone = _unaffected(store, matching, targets, push, signed)
     triggered, skipped, unchanged, jobs = [], [], [], []
+    candidates = []
     for app in matching:
         reason = _skip_reason(app, targets[app.name])
         if reason:
             skipped.append({"app": app.name, "reason": reason})
-            continue
+        else:
+            candidates.append(app)
+    left_alone = _unaffected(store, candidates, targets, push, signed)
+    for app in candidates:
         due = [c for c in targets[app.name] if instance_key(app.name, c) not in left_alone]
         if not due:
             unchanged.append(app.name)
+            continue
+        reason = _blocked(app)  # windows last: evaluating them is the costly part
+        if reason:
+            skipped.append({"app": app.name, "reason": reason})
             continue
         enqueued = request_syncs(dispatcher, app, due, trigger=Trigger.WEBHOOK)
         triggered.append(app.name)
@@ -238,12 +245,18 @@ def _chain_of(project: str, signed: Signers) -> str:
 
 
 def _skip_reason(app: AppRecord, clusters: list[str]) -> str:
+    """Why a push never syncs `app`, from its record alone (its sync windows: `_blocked`)."""
     if app.deleting:
         return "being deleted"
     if not app.sync_policy.automated:
         return "automated sync is off; sync it by hand"
     if not clusters:
         return "targets no registered cluster"
+    return ""
+
+
+def _blocked(app: AppRecord) -> str:
+    """Why `app`'s sync windows hold a push's sync now ("" when they do not)."""
     try:
         return blocked_reason(app, Trigger.WEBHOOK, datetime.now(UTC))
     except Exception as e:  # one app's record must never fail the delivery for the others

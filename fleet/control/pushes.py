@@ -26,6 +26,7 @@ before. Desired state only: drift in the cluster is the watches' business, not a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,9 +86,12 @@ class Specs:
             self._known[id(app)] = known
         return known[1]
 
-    def keep(self, apps: Iterable[AppRecord]) -> None:
-        """Forget every record not in `apps` (replaced or deleted ones)."""
-        self._known = {id(a): (a, self.of(a)) for a in apps}
+    def keep(self, apps: Sequence[AppRecord]) -> None:
+        """Forget the records not in `apps` (replaced or deleted ones) once they are as many
+        as the live ones: an id cannot be reused while its record is held here, so the extra
+        entries cost memory only, and the pass over every app runs once in many pushes."""
+        if len(self._known) > 2 * len(apps) + 1000:
+            self._known = {id(a): (a, self.of(a)) for a in apps}
 
 
 def changed_paths(payload: Mapping[str, Any]) -> frozenset[str] | None:
@@ -175,7 +179,14 @@ class PushLog:
             return {}
         raws = self.redis.hmget(self.keys.synced(repo), list(instances))
         return {
-            instance: SYNCED.validate_json(raw)
+            instance: _synced_at(raw)
             for instance, raw in zip(instances, raws, strict=True)
             if isinstance(raw, bytes)
         }
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _synced_at(raw: bytes) -> SyncedAt:
+    """A stored `SyncedAt`, parsed once: a push reads the records of every instance on the
+    repository, and most are the same bytes as at the last push."""
+    return SYNCED.validate_json(raw)

@@ -34,6 +34,9 @@ def clusters_for(app: AppRecord, clusters: Sequence[ClusterRecord]) -> list[str]
     """The registered clusters `app` deploys to, sorted: its cluster, or every cluster whose
     labels match its selector (an empty selector matches all)."""
     dest = app.destination
-    if dest.cluster:
-        return [c.name for c in clusters if c.name == dest.cluster]
+    if dest.cluster:  # names are unique: the first match is the only one
+        for cluster in clusters:
+            if cluster.name == dest.cluster:
+                return [cluster.name]
+        return []
     return sorted(c.name for c in clusters if c.matches(dest.selector or {}))

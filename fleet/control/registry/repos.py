@@ -10,6 +10,7 @@ credentials are bound to `fleet.engine.source.remotes.RemoteUrl.name`.
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import urlsplit
 
@@ -17,8 +18,10 @@ _SCP_LIKE = re.compile(r"^(?:[\w.+-]+@)?([\w.-]+):(?!//)(.+)$")
 _DEFAULT_PORTS = {22, 80, 443, 9418}
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def normalize_repo(url: str) -> str:
-    """`https://u:p@GitHub.com/org/repo.git/`, `git@github.com:org/repo`: github.com/org/repo"""
+    """`https://u:p@GitHub.com/org/repo.git/`, `git@github.com:org/repo`: github.com/org/repo
+    (remembered: a push is matched against every app's URL, 10,000 of them in a large fleet)"""
     text = url.strip()
     scp = _SCP_LIKE.match(text) if "://" not in text else None
     if scp:
