@@ -1,7 +1,7 @@
 """`gitfleet bench`: the scaled reconcile benchmark of issue 5, side by side in one run.
 
     gitfleet bench --apps N --objects-per-app K --clusters C --workers W --out DIR
-                   [--preset small|large] [--commits 20] [--clusters-json PATH]
+                   [--preset small|large] [--commits 20] [--clusters-json PATH] [--profile]
 
 One run, in this order (each phase in its own module):
 1. raw limit and 2. kubectl baseline of the same objects, no gitfleet (`loadtest.baselines`);
@@ -13,7 +13,8 @@ clusters and warm-up apps are onboarded through the API, and
 5. monorepo changes delivered by webhook (`loadtest.changes`);
 6. sharding as a worker joins and one leaves, 7b. tracing on versus off (`loadtest.scaling`).
 The report goes to DIR (report.json, report.md, PNG charts, `loadtest.report`); logs, the
-generated repositories and the trace file stay in DIR/work.
+generated repositories and the trace file stay in DIR/work. With --profile, flame graphs of the
+API and each worker during phases 3 and 4 go to DIR/profiles (`loadtest.profiling`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from loadtest.engine_bench import PAYLOAD_BYTES, RAW_THREADS, Bench, machine, se
 from loadtest.fleetrun import BenchError, Fleet
 from loadtest.presets import Params, add_arguments, resolve
 from loadtest.probes import TraceFile
+from loadtest.profiling import Profiler
 from loadtest.workload import App, create_repo, plan_apps
 
 PHASES: tuple[Callable[[Run], None], ...] = (
@@ -109,6 +111,7 @@ def prepare(params: Params, work: Path, entries: list[Any]) -> Run:
         board=StatusBoard(fleet.redis),
         traces=TraceFile(fleet.trace_file),
         server_pids=pids,
+        profiler=Profiler(work.parent / "profiles", work / "py-spy") if params.profile else None,
     )
 
 
@@ -128,6 +131,8 @@ def execute(run: Run) -> None:
             )
             report.write_partial(run.figures, run.details, run.work.parent)
     finally:
+        if run.profiler is not None:  # a phase that failed may have left recorders running
+            run.profiler.stop()
         run.fleet.stop()
 
 
@@ -174,7 +179,7 @@ def assemble(run: Run, load: list[float], testbed: str) -> dict[str, Any]:
     missing = [name for name in report.REQUIRED_FIGURES if name not in figures]
     if missing:
         raise BenchError(f"the run produced no figure for {missing}")
-    return {
+    found = {
         "machine": {"cores": host["cores"], "memory_gib": host["memory_gib"]},
         "versions": versions(run, str(host["kubernetes"])),
         "parameters": params,
@@ -183,6 +188,10 @@ def assemble(run: Run, load: list[float], testbed: str) -> dict[str, Any]:
         "details": run.details,
         "methods": report.METHODS,
     }
+    if run.profiler is not None:  # only with --profile: otherwise the report is as before
+        found["methods"] = report.METHODS | {"profiles": report.PROFILES_METHOD}
+        found["profiles"] = [p.to_json() for p in run.profiler.entries]
+    return found
 
 
 def bench(params: Params, out: Path, listing: Path | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from loadtest.engine_bench import Figure
 from loadtest.fleetrun import BenchError, Fleet
 from loadtest.presets import Params
 from loadtest.probes import TraceFile, cpu_seconds
+from loadtest.profiling import Profiler
 from loadtest.workload import App
 
 
@@ -42,6 +43,7 @@ class Run:
     figures: dict[str, Figure] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     server_pids: list[int] = field(default_factory=list)
+    profiler: Profiler | None = None  # with --profile (`loadtest.observe`)
 
     @property
     def api(self) -> CoordinatorClient:

@@ -3,7 +3,9 @@
 matplotlib draws the report's charts and psutil reads the CPU and memory of the processes under
 test. They are optional so that a gitfleet install that never benchmarks does not carry them;
 `gitfleet bench` checks for them before it starts anything, so a missing one fails at once with
-the command that installs it rather than after the testbed is up.
+the command that installs it rather than after the testbed is up. py-spy, also in the extra,
+draws the flame graphs of `--profile`; it is a program, not a module, so it is not checked
+here: without it the report says each profile is missing and why.
 """
 
 from __future__ import annotations

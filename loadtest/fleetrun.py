@@ -36,6 +36,7 @@ from fleet.control.keys import Keys
 from fleet.control.routing import membership
 from fleet.control.routing.leases import Lease
 from fleet.control.scheduler import LOCK_NAME
+from loadtest.redisops import counting_client
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "gitfleet"
@@ -84,7 +85,13 @@ class Fleet:
         self.procs: dict[str, Proc] = {}
         self.api_port = 0
         self.git_port = 0
-        self.redis = Redis.from_url(self.env["GITFLEET_REDIS_URL"])
+        url = self.env["GITFLEET_REDIS_URL"]
+        # the bench's own reads (status board, idle waits, membership): each command tallied,
+        # so the fleet's Redis figures leave them out (`loadtest.redisops`)
+        self.redis, self.tally = counting_client(url)
+        # commands the bench sends in a component's place (the scheduler's interval requests):
+        # not tallied, so they count as the fleet's
+        self.stand_in = Redis.from_url(url)
 
     @property
     def trace_file(self) -> Path:
@@ -195,6 +202,7 @@ class Fleet:
         stop(rest, grace=10)
         self.procs.clear()
         self.redis.close()
+        self.stand_in.close()
 
     def api(self) -> CoordinatorClient:
         server, token = f"http://127.0.0.1:{self.api_port}", self.env["GITFLEET_ADMIN_TOKEN"]

@@ -12,6 +12,10 @@ How a no-op cycle starts: the bench makes the scheduler's own request for every 
 at once (the apps' real interval is an hour, so the scheduler never starts one on its own
 during a run). Two cycles are measured: the first after the cold sync, and the second, the
 steady state that the headline figures report.
+
+Around the cold sync and each no-op cycle, `loadtest.observe` counts the Redis commands the
+fleet runs per app (less an idle baseline, measured like the apiserver background) and, with
+--profile, records flame graphs of the API and the workers.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from loadtest.context import (
 )
 from loadtest.fleetrun import PREFIX
 from loadtest.memory import MemorySampler
+from loadtest.observe import REDIS_UNIT, Observation, idle_rates, redis_meter
 from loadtest.probes import (
     RequestKey,
     is_uncached_render,
@@ -104,9 +109,10 @@ def cold_start(
     *,
     tracing: bool = True,
     progress: Any = None,
+    observe: Observation | None = None,
 ) -> ColdRun:
     """Create `apps` with the workers stopped, start them (tracing on or off) and wait until
-    every app is Synced and Healthy."""
+    every app is Synced and Healthy; `observe` runs from the workers being live to then."""
     fleet, names = run.fleet, run.params.worker_names()
     fleet.wait_idle(timeout=timeout_for(len(apps)))
     fleet.stop_workers()
@@ -118,12 +124,16 @@ def cold_start(
     launched = time.time()
     live = fleet.start_workers(names, tracing=tracing)
     meter = Meter.start(run.groups())
+    if observe is not None:
+        observe.start()
     scheduled = fleet.scheduler_leads()
     if not scheduled:
         live = time.time()
         run.api.bulk(sync_requests(apps), concurrency=run.params.concurrency)
     timeout = timeout_for(len(apps))
     settled = run.board.wait(apps, since=launched, timeout=timeout, progress=progress)
+    if observe is not None:
+        observe.stop()
     clock = min(live, *(s.started for s in settled.values()))
     return ColdRun(clock, created_s, creation_cpu, meter.read(), settled, scheduled)
 
@@ -150,7 +160,13 @@ def cold_sync(run: Run) -> None:
     """Phase 3 (and 7a): the cold sync of the N apps, and worker memory as it fills."""
     apps, p = run.apps, run.params
     memory = MemorySampler(run, settle=WATCH_SETTLE_S)
-    cold = cold_start(run, apps, progress=memory.progress)
+    run.fleet.wait_idle(timeout=timeout_for(len(apps)))
+    idle = idle_rates(run, seconds=IDLE_WINDOW_S)
+    observed = Observation(run, "cold_sync", idle, apps=len(apps), profile=True)
+    requests_before, window_started = request_total(run.clients), time.time()
+    cold = cold_start(run, apps, progress=memory.progress, observe=observed)
+    requests = requests_since(run.clients, requests_before)  # the testbed's background too
+    requests_window_s = time.time() - window_started
     seconds = cold.seconds
     run.add("cold_sync_seconds", seconds, "s from the workers being live")
     run.add("cold_sync_objects_per_s", p.objects / seconds, "objects/s")
@@ -162,6 +178,9 @@ def cold_sync(run: Run) -> None:
     run.add("cold_sync_vs_kubectl", cold_ratio / run.value("kubectl_objects_per_s"), "x")
     ratio = 100 * cold_ratio / run.value("raw_limit_objects_per_s")
     run.add("cold_sync_vs_raw_limit", ratio, "%")
+    run.add("redis_ops_per_cold_sync", observed.redis["per_app"], REDIS_UNIT)
+    per_sync = sum(requests.values()) / len(apps)
+    run.add("cold_sync_api_requests_per_app", per_sync, "apiserver requests per app")
     for group, value in cpu_per_1k(cold.cpu, p.objects).items():
         run.add(f"cold_sync_cpu_{group}_s_per_1k", value, "CPU-s per 1k objects")
     run.traces.settle()
@@ -173,6 +192,9 @@ def cold_sync(run: Run) -> None:
         "syncs_per_worker": dict(Counter(s.worker for s in cold.settled.values())),
         "cpu_s": {k: round(v, 2) for k, v in cold.cpu.items()},
         "creation_cpu_s": {k: round(v, 2) for k, v in cold.creation_cpu.items()},
+        "redis": observed.redis,
+        "requests_per_app_by_verb": _per_app(requests, len(apps)),
+        "requests_window_s": round(requests_window_s, 1),  # app creation and worker start too
         **where_time_went(run, seconds),
     }
     memory.finish()
@@ -228,9 +250,14 @@ def noop_cycle(run: Run) -> None:
     workers' render caches."""
     run.fleet.wait_idle(timeout=timeout_for(len(run.apps)))
     time.sleep(WATCH_SETTLE_S)
+    idle_meter = redis_meter(run)  # the fleet's idle Redis traffic, over the same window
     background = _background(run)
-    first = interval_cycle(run, background)
-    second = interval_cycle(run, background)
+    idle = idle_meter.read().rates()
+    n = len(run.apps)
+    first = interval_cycle(
+        run, background, Observation(run, "noop_first_cycle", idle, apps=n, profile=False)
+    )
+    second = interval_cycle(run, background, Observation(run, "noop", idle, apps=n, profile=True))
     for prefix, cycle in (("noop_first_cycle", first), ("noop", second)):
         run.add(f"{prefix}_api_requests_per_app", cycle["requests"], "apiserver requests per app")
         run.add(f"{prefix}_renders_per_app", cycle["renders"], "renders per app")
@@ -239,6 +266,7 @@ def noop_cycle(run: Run) -> None:
         run.add(f"{prefix}_quiet_share", cycle["quiet_share"], "share of apps checked quietly")
     unit = "requests per app: 3 standard deviations of the background over the cycle"
     run.add("noop_noise_band_per_app", second["noise_band"], unit)
+    run.add("redis_ops_per_noop_check", second["redis"]["per_app"], REDIS_UNIT)
     run.details["noop"] = second
     run.details["noop_first_cycle"] = first
 
@@ -257,12 +285,17 @@ def _background(run: Run) -> Counter[RequestKey]:
     return Counter({k: v / window for k, v in counts.items()})
 
 
-def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
-    """Request an interval sync of every app, as the scheduler does, and measure it."""
-    n, dispatcher = len(run.apps), Dispatcher(run.fleet.redis, prefix=PREFIX)
+def interval_cycle(
+    run: Run, background: Counter[RequestKey], observe: Observation | None = None
+) -> dict[str, Any]:
+    """Request an interval sync of every app, as the scheduler does, and measure it (the
+    requests go through `Fleet.stand_in`: their Redis commands are the scheduler's own)."""
+    n, dispatcher = len(run.apps), Dispatcher(run.fleet.stand_in, prefix=PREFIX)
     before, git_before = request_total(run.clients), run.fleet.git_requests()
     renders_before = run.fleet.render_cache_entries()
     run.traces.mark()
+    if observe is not None:
+        observe.start()
     meter = Meter.start(run.groups())
     started = time.time()
     for app in run.apps:
@@ -270,6 +303,8 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
     settled = run.board.wait(run.apps, since=started, timeout=timeout_for(n))
     run.fleet.wait_idle(timeout=300)
     cpu, window = meter.read(), time.time() - started
+    if observe is not None:
+        observe.stop()
     requests = requests_since(run.clients, before)
     expected = sum(background.values()) * window
     total = max(sum(requests.values()) - expected, 0.0)
@@ -292,5 +327,6 @@ def interval_cycle(run: Run, background: Counter[RequestKey]) -> dict[str, Any]:
         "full_syncs": sum(not s.quiet for s in settled.values()),
         "render_spans_uncached": run.traces.count("gitfleet.render", is_uncached_render),
         "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
+        "redis": observe.redis if observe is not None else {},
         **where_time_went(run, seconds),
     }

@@ -42,6 +42,7 @@ class Params:
     create_concurrency: int = 1
     interval_s: int = 3600
     warm_up_apps: int = 12  # each on every cluster: every worker watches every cluster
+    profile: bool = False  # flame graphs of the cold sync and the no-op cycle (py-spy)
 
     @property
     def objects(self) -> int:
@@ -82,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="use this testbed's clusters (testbed/clusters.json) instead of starting one",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="record flame graphs (py-spy) of the API and each worker during the cold sync "
+        "and the no-op cycle, in DIR/profiles/",
+    )
     fault_arguments(parser, standalone=False)
 
 
@@ -97,6 +104,7 @@ def resolve(args: argparse.Namespace) -> Params:
         tracing_apps=tracing,
         preset=args.preset,
         create_concurrency=args.create_concurrency,
+        profile=args.profile,
     )
     checked = ("apps", "objects_per_app", "clusters", "workers", "commits", "tracing_apps")
     for name in (*checked, "create_concurrency"):

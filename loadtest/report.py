@@ -3,7 +3,8 @@
 report.json holds `machine`, `versions`, `parameters`, `figures` ({name: {value, unit}}),
 `targets` (each target of issue 5 with what was measured and whether it was met; `met` is
 null for a target this run cannot judge, such as the large preset's time on a small run),
-`details` (what explains the figures) and `methods` (how each figure was measured).
+`details` (what explains the figures) and `methods` (how each figure was measured); with
+--profile also `profiles` (each flame graph taken, or why it is missing).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loadtest import plots
+from loadtest import plots, profiling
 
 REQUIRED_FIGURES = (
     "raw_limit_objects_per_s",
@@ -30,9 +31,13 @@ REQUIRED_FIGURES = (
     "bytes_per_cached_object",
     "tracing_overhead_share",
     "all_synced_healthy_s",
+    "redis_ops_per_cold_sync",
+    "redis_ops_per_noop_check",
+    "cold_sync_api_requests_per_app",
 )
 PLOTS = ("throughput.png", "commit_to_converged.png", "shards.png", "noop_cycle.png")
 LARGE_APPS = 10_000
+PROFILE_FILES = (("svg", "flame graph"), ("collapsed", "collapsed stacks"))
 METHODS = {
     "raw limit": "loadtest.engine_bench.raw_apply per cluster (8 threads of server-side apply "
     "through KubeClient), all clusters at once; objects / wall time of the batch",
@@ -50,6 +55,10 @@ METHODS = {
     "its status shows a sync or a quiet check after the request; apiserver_request_total "
     "deltas over the clusters minus the background rate measured over an idle window just "
     "before; renders = new files in the workers' render caches; worker CPU from /proc",
+    "cold sync requests": "apiserver_request_total deltas over the clusters from just before "
+    "the apps are created until every app settled (the workers' start-up and the testbed's "
+    "background included), divided by the apps: cold_sync_api_requests_per_app, by verb and "
+    "resource in details.cold_sync.requests_per_app_by_verb",
     "monorepo": "a commit to one app's first ConfigMap, then a signed GitHub push webhook; "
     "converged = first KubeClient GET (every 20 ms) showing the new value; renders = new "
     "files in the workers' render caches until every triggered app synced or quietly "
@@ -61,11 +70,25 @@ METHODS = {
     "app-labelled ConfigMap of each cluster where it owns an instance), sampled when a "
     "quarter of the cold sync is done and after it: RSS growth / objects added. Beside it, "
     "tracemalloc of one fleet.kube.watch.Watch cache of a cluster, built in the bench process",
+    "redis": "INFO commandstats (calls summed over commands) read before and after the cold "
+    "sync (from the workers being live until every app settled) and each no-op cycle, minus "
+    "the commands of the bench's own client (tallied per command as it sends them: status "
+    "board, idle waits, these INFO reads) and minus the fleet's idle rate per command "
+    "(heartbeats, rq's blocking pops, scheduler ticks) measured over an idle window just "
+    "before, times the phase's length; divided by the apps. The no-op cycle's interval "
+    "requests, the scheduler's own, count as the fleet's",
     "tracing": "six cold syncs of fresh subsets (manual apps, synced by POST /sync at once, "
     "timed from the first request), each by workers restarted with the span exporter "
     "(GITFLEET_TRACE_FILE) on, off, off, on, on, off and left to settle first; overhead = 1 - "
     "on/off throughput",
 }
+
+PROFILES_METHOD = (  # in `methods` only when the run profiled (--profile)
+    f"py-spy record --nonblocking ({profiling.RATE} samples/s) of the API and each worker "
+    "from the start to the end of the cold sync and of the steady-state no-op cycle, stopped "
+    "by SIGINT; an SVG flame graph and the collapsed stacks per process, in "
+    "profiles/<phase>-<process>.svg|.txt; idle stacks are left out"
+)
 
 
 def targets(figures: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any]) -> list[Any]:
@@ -168,11 +191,26 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         *(f"- **{k}**: `{json.dumps(v)}`" for k, v in report["details"].items()),
         "",
+        *profiles_section(report.get("profiles")),
         "## How each figure was measured",
         "",
         *(f"- **{k}**: {v}" for k, v in report["methods"].items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def profiles_section(profiles: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The markdown lines listing each flame graph (or why it is missing); none without
+    --profile."""
+    if profiles is None:
+        return []
+    lines = ["## Profiles", ""]
+    for p in profiles:
+        files = [f"[{label}]({p[key]})" for key, label in PROFILE_FILES if p[key]]
+        said = ", ".join([*files, f"{p['samples']} samples"])
+        missing = f"; missing: {p['error']}" if p["error"] else ""
+        lines.append(f"- {p['phase']} {p['process']} (pid {p['pid']}): {said}{missing}")
+    return [*lines, ""]
 
 
 def targets_table(targets: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -14,7 +14,12 @@ another application tracks (one OwnershipConflict naming them all; another app o
 is another application: ownership is by uid, `tracking.Ownership`), finds the namespace to
 create first, decides, leaves alone an object whose self-heal is paused by annotation unless a
 person asked for the sync, and dry-runs what the cluster can dry-run now; it returns the
-decisions with the stage's `StageReport`.
+decisions with the stage's `StageReport`. An object the caller names as likely new (not in the
+app's inventory) is dry-run first instead of read (`Applier.probe`): an answer without a
+resourceVersion is the server saying it would create the object, which is an authoritative
+"absent" (no other app owns it) and the validation at once, so a new object costs one request
+before its apply instead of a GET and a dry-run. An answer for an object that exists, or a
+refusal, falls back to the GET and the usual decision, so the guess only ever costs requests.
 
 Every write goes through `apply_one`, which first checks the object against the project's
 boundaries with the scope the cluster reports (`fleet.engine.scope`): desired objects, hooks,
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -145,6 +150,25 @@ class Applier:
             self.confirm(decision)
         return decision
 
+    def probe(self, desired: Manifest, *, ignore: diff.IgnoreRules) -> Decision | None:
+        """The decision for `desired` when a dry-run apply of it shows the server would create
+        it (its answer has no resourceVersion): validated, nothing live. None when the object
+        exists or the dry-run was refused; the caller then reads it and decides as usual."""
+        decision = self.decide(desired, None, ignore=ignore, can_dry_run=False)
+        decision.validated = True
+        try:
+            answer = self.kube.apply(decision.desired, force=self.force, dry_run=True)
+        except KubeApiError:
+            return None
+        return decision if _would_create(answer) else None
+
+    def probe_all(
+        self, objects: Sequence[Manifest], ignore: diff.IgnoreRules
+    ) -> dict[ObjectRef, Decision]:
+        """`probe` each object concurrently; the decisions of those the server would create."""
+        found = self.pool.map(lambda obj: self.probe(obj, ignore=ignore), objects)
+        return {d.ref: d for d in found if d is not None}
+
     def confirm(self, decision: Decision) -> None:
         """Dry-run the apply of `decision`: a refusal lands in `dry_run_error`, an answer equal
         to the live object means nothing to apply."""
@@ -252,26 +276,37 @@ def diff_live(
     applier: Applier,
     resources: Sequence[Manifest],
     ownership: tracking.Ownership | None = None,
+    *,
+    likely_new: Collection[ObjectRef] = (),
 ) -> LiveDiff:
     """Compare `resources` with the cluster and decide (see the module docstring). The report
     carries the OwnershipConflict instead of raising it; dry-run refusals stay on the decisions
     for `fleet.engine.validate`, which fails the sync on any. `ownership`: what the sync may
-    treat as its own (default: the request's owner, no legacy ids)."""
+    treat as its own (default: the request's owner, no legacy ids). `likely_new`: refs to
+    dry-run before reading (`Applier.probe`); a wrong guess costs a request, nothing else."""
     kube = applier.kube
     refs = [ObjectRef.of(o) for o in resources]
     servable = {r for r in refs if kube.has_kind(r.api_version, r.kind)}
-    live = applier.fetch_live(refs, servable)
+    guessed = [o for o, r in zip(resources, refs, strict=True) if r in servable and r in likely_new]
+    probed = applier.probe_all(guessed, request.ignore)
+    fetched = applier.fetch_live([r for r in refs if r not in probed], servable)
+    live = {ref: fetched.get(ref) for ref in refs}
     ownership = ownership or tracking.Ownership.of(request.owner)
     if conflicts := _ownership_conflicts(ownership, live):
         return LiveDiff(conflicts)
     declared = {r.name for r, o in live.items() if r.kind == "Namespace" and o is None}
-    create = _namespace_to_create(request, kube, live, declared)
+    admitted = {ref.namespace for ref in probed if ref.namespace}  # a create there was admitted
+    create = _namespace_to_create(request, kube, live, declared, exists=admitted)
     new_namespaces = declared | ({create} if create else set())
     items = [
         (obj, live[ref], ref in servable and ref.namespace not in new_namespaces)
         for obj, ref in zip(resources, refs, strict=True)
+        if ref not in probed
     ]
-    decisions = applier.decide_all(items, request.ignore)
+    decided = {d.ref: d for d in applier.decide_all(items, request.ignore)}
+    for d in probed.values():  # its namespace is new after all (a race): dry-run it again later
+        d.validated = d.ref.namespace not in new_namespaces
+    decisions = [probed.get(ref) or decided[ref] for ref in refs]
     paused = not request.trigger.by_person and _respect_self_heal_pause(decisions)
     report = StageReport(compared=True, undone=paused)
     return LiveDiff(report, {d.ref: d for d in decisions}, create, frozenset(new_namespaces))
@@ -324,17 +359,27 @@ def _namespace_to_create(
     kube: KubeClient,
     live: dict[ObjectRef, Manifest | None],
     declared: set[str],
+    *,
+    exists: Collection[str] = (),
 ) -> str:
     """The app's namespace, when the request asks to create it and it neither exists nor is
-    declared in the render; else ""."""
+    declared in the render; else "". `exists`: namespaces known to exist (the server admitted
+    a dry-run create in them, which the NamespaceLifecycle admission refuses in a missing one)."""
     target = request.namespace
-    if not request.create_namespace or target in declared:
+    if not request.create_namespace or target in declared or target in exists:
         return ""
     ns_ref = ObjectRef("", "v1", "Namespace", "", target)
     return target if ns_ref not in live and kube.get(ns_ref) is None else ""
 
 
 # -- errors -----------------------------------------------------------------------------------
+
+
+def _would_create(answer: Manifest) -> bool:
+    """Whether a dry-run apply's answer is of an object the server would create: a dry-run
+    create is never stored, so it has no resourceVersion; an existing object's answer has the
+    version it was read at."""
+    return not (answer.get("metadata") or {}).get("resourceVersion")
 
 
 def _is_immutable(e: KubeApiError) -> bool:

@@ -47,6 +47,7 @@ from fleet.engine.inventory import Inventory, InventoryEntry, InventoryStore
 from fleet.engine.plan import order
 from fleet.engine.plan.hooks import is_instance, runs_hooks
 from fleet.engine.plan.prepare import crd_scopes, prepare
+from fleet.engine.plan.references import key_of
 from fleet.engine.plan.tracking import Ownership
 from fleet.engine.prune import PrunePlan
 from fleet.engine.render.cache import RenderResult
@@ -292,7 +293,9 @@ def _stages(
     _guard_empty(req, objects, inventory)
     # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
     with _stage(ledger, "diff") as span:
-        diffed = diff_live(req, applier, _compared(plan, objects), ownership)
+        compared = _compared(plan, objects)
+        fresh = _not_in(compared, inventory)
+        diffed = diff_live(req, applier, compared, ownership, likely_new=fresh)
         ledger.add(diffed.report)
         decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
@@ -388,6 +391,12 @@ def _prepare(
         boundaries=req.boundaries,
         run_id=run,
     )
+
+
+def _not_in(objects: list[Manifest], inventory: list[InventoryEntry] | None) -> set[ObjectRef]:
+    """The objects' refs that the inventory does not list (at any version): likely new."""
+    listed = {key_of(entry.ref) for entry in inventory or []}
+    return {ref for ref in map(ObjectRef.of, objects) if key_of(ref) not in listed}
 
 
 def _check_fence(req: SyncRequest, store: InventoryStore, stored: Inventory | None) -> None:

@@ -35,6 +35,8 @@ FIGURES = (  # the headline figures every report carries
     "bytes_per_cached_object",
     "tracing_overhead_share",
     "all_synced_healthy_s",
+    "redis_ops_per_cold_sync",
+    "redis_ops_per_noop_check",
 )
 CHARTS = ("throughput.png", "commit_to_converged.png", "shards.png", "noop_cycle.png")
 
@@ -68,6 +70,12 @@ def test_bench_writes_every_figure_with_a_unit_and_every_chart_as_a_png(
     stages = report["details"]["cold_sync"]["stages"]  # read back from the workers' trace file
     assert {"gitfleet.sync", "gitfleet.render", "gitfleet.apply"} <= set(stages)
     assert all(t["met"] in (True, False, None) and t["measured"] for t in report["targets"])
+    for phase in ("cold_sync", "noop"):  # Redis commands: the sum and what it is made of
+        redis = report["details"][phase]["redis"]
+        assert redis["per_app_by_command"], phase  # a sync or a check runs some commands
+        assert redis["server_commands"] > redis["bench_own_commands"] > 0, phase
+    assert figures["redis_ops_per_cold_sync"]["unit"] == "Redis commands per app"
+    assert "profiles" not in report and not (out / "profiles").exists()  # no --profile
     for name in CHARTS:
         assert (out / name).read_bytes().startswith(PNG_SIGNATURE), name
     text = (out / "report.md").read_text()

@@ -113,3 +113,36 @@ def test_the_bench_report_lists_targets_figures_charts_details_and_methods() -> 
 
 def test_the_engine_report_lists_figures_rounds_targets_and_the_raw_limit() -> None:
     assert engine_bench.markdown(ENGINE) == ENGINE_MARKDOWN
+
+
+PROFILES = [
+    {
+        "phase": "cold_sync",
+        "process": "worker-1",
+        "pid": 41,
+        "svg": "profiles/cold_sync-worker-1.svg",
+        "collapsed": "profiles/cold_sync-worker-1.txt",
+        "samples": 912,
+        "error": None,
+    },
+    {
+        "phase": "noop",
+        "process": "api",
+        "pid": 40,
+        "svg": None,
+        "collapsed": None,
+        "samples": 0,
+        "error": "Permission Denied",
+    },
+]
+
+
+def test_a_profiled_report_lists_each_flame_graph_and_why_one_is_missing() -> None:
+    text = report.markdown(BENCH | {"profiles": PROFILES})
+    section = text.split("## Profiles\n\n", 1)[1].split("\n\n", 1)[0]
+    assert section.splitlines() == [
+        "- cold_sync worker-1 (pid 41): [flame graph](profiles/cold_sync-worker-1.svg), "
+        "[collapsed stacks](profiles/cold_sync-worker-1.txt), 912 samples",
+        "- noop api (pid 40): 0 samples; missing: Permission Denied",
+    ]
+    assert text.index("## Profiles") < text.index("## How each figure was measured")
