@@ -29,7 +29,6 @@ from typing import Any
 DRAIN_TIMEOUT_S = 30
 WORKERS_ENV = "GITFLEET_API_WORKERS"
 INSECURE_ENV = "GITFLEET_API_INSECURE_DEV"  # how `--insecure-dev` reaches worker processes
-SWITCH_INTERVAL_S = 0.0005  # see `_configure`
 INSECURE_DEV_HELP = (
     "run without GITFLEET_SECRET_KEY: credentials are then encrypted with a key kept in Redis, "
     "which protects nothing from anyone who can read Redis (a local trial only)"
@@ -75,18 +74,12 @@ def app_factory() -> Any:
 
 
 def _configured_app(settings: Any) -> Any:
-    """Logging, tracing and the GIL's switch interval for this process, then the app.
-
-    The switch interval: a handler thread whose Redis answer has arrived waits for the GIL
-    until the running thread yields it, by default up to 5 ms; a request makes several Redis
-    round trips, so under load those waits, not the work, made most of its latency. At 0.5 ms
-    a woken thread runs soon, for a few percent more switching."""
+    """Logging and tracing for this process, then the app."""
     import logging
 
     from api.app import create_app
     from fleet.telemetry.sdk import setup_tracing
 
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     setup_tracing("gitfleet-api")
     return create_app(settings)

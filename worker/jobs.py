@@ -401,8 +401,11 @@ def _git_credentials(
 
 
 def _clients(runtime: Runtime, cluster: str, request: SyncRequest) -> tuple[KubeClient, KubeClient]:
-    """The client acting as the request's ServiceAccount (if any), and the cluster's own."""
-    return runtime.kube_for(cluster, request.service_account), runtime.kube_for(cluster)
+    """The client acting as the request's ServiceAccount (if any), and the cluster's own (the
+    same client, from one read of the cluster's settings, when it acts as nobody)."""
+    own = runtime.kube_for(cluster)
+    account = request.service_account
+    return (own if account is None else runtime.kube_for(cluster, account)), own
 
 
 def _run_engine(

@@ -17,6 +17,9 @@ Beside the rq loops, one housekeeping thread keeps the worker a member of the fl
 - pumps deferred syncs (retries, dependency waits) that are due, from any worker;
 - refreshes the self-heal watches and requests the debounced self-heal syncs.
 
+And one more thread judges the worker's quiet periodic checks in batches
+(`worker.quietbatch`), which are no rq jobs.
+
 A clean stop (SIGTERM, or `stop()` in-process) drains: no rq loop takes a new job, and the
 running syncs get `DRAIN_TIMEOUT_S` (30 s) to finish. A sync still running then is handed
 back: the worker leaves the fleet (so its instances have other owners), raises `HandBack` in the
@@ -31,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import math
 import os
 import socket
 import threading
@@ -51,6 +55,7 @@ from fleet.control.registry.secrets import require_key
 from fleet.control.routing import membership, payloads
 from fleet.control.routing.payloads import PayloadError
 from worker.health import HealthServer
+from worker.quietbatch import QuietChecker
 from worker.runtime import HandBack, Runtime, active
 from worker.selfheal import SelfHeal
 from worker.settings import WorkerSettings
@@ -62,6 +67,9 @@ PUMP_EVERY = 0.5
 REFRESH_EVERY = 2.0
 DRAIN_TIMEOUT_S = 30.0
 """How long a stopping worker lets its running syncs finish before it hands them back."""
+HEARTBEAT_EVERY_S = 5.0
+"""rq's own worker heartbeat (its worker hash's TTL, for `rq info`) at most this often, as
+long as the hash has more than `worker_ttl` seconds left: rq beats 3 to 4 times per job."""
 
 
 def _in_main_thread() -> bool:
@@ -80,6 +88,9 @@ class FleetWorker(SimpleWorker):
         self.on_stop = on_stop
         self.job_thread: int | None = None  # the thread running a job, while one runs
         self._halt = threading.Event()
+        self._beat_at = -math.inf  # monotonic time of the last heartbeat rq asked for
+        self._alive_until = -math.inf  # when rq's worker hash expires, by that heartbeat
+        self._state_written: str | None = None  # the state Redis holds, when known
         super().__init__(
             [runtime.dispatcher.queue_name(runtime.name)],
             name=f"{runtime.name}.{uuid.uuid4().hex[:8]}",
@@ -138,11 +149,41 @@ class FleetWorker(SimpleWorker):
             "worker=%s refused job %s from %s: %s", self.runtime.name, job.id, job.origin, error
         )
 
-    def heartbeat(self, *args: Any, **kwargs: Any) -> None:
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        """rq's worker heartbeat (HSET and two EXPIREs), in one round trip, and skipped when
+        the last one is under `HEARTBEAT_EVERY_S` old and left the hash `worker_ttl` s to live
+        (rq calls it before and after every dequeue and after every job)."""
         if self._halt.is_set() and self.get_state() == WorkerStatus.IDLE:
             raise StopRequested()
+        now = time.monotonic()
+        if pipeline is not None:  # part of one of rq's own transactions
+            super().heartbeat(timeout, pipeline=pipeline)
+            self._beat(now, timeout)
+            return
+        recent = now - self._beat_at < HEARTBEAT_EVERY_S
+        if timeout is None and recent and self._alive_until - now > self.worker_ttl:
+            return
         with contextlib.suppress(*TRANSIENT):  # Redis away: rq's next dequeue waits for it
-            super().heartbeat(*args, **kwargs)
+            with self.connection.pipeline(transaction=False) as pipe:
+                super().heartbeat(timeout, pipeline=pipe)
+                pipe.execute()
+            self._beat(now, timeout)
+
+    def _beat(self, at: float, timeout: int | None) -> None:
+        self._beat_at = at
+        self._alive_until = at + (timeout or self.worker_ttl + 60)  # rq's own default
+
+    # rq's per-worker totals (`successful_job_count`, `total_working_time`...): nobody reads
+    # them (the journal and /metrics count syncs), so no job pays the commands.
+
+    def increment_successful_job_count(self, pipeline: Any = None) -> None:
+        pass
+
+    def increment_failed_job_count(self, pipeline: Any = None) -> None:
+        pass
+
+    def increment_total_working_time(self, job_execution_time: Any, pipeline: Any) -> None:
+        pass
 
     # rq's loop quits on any Redis error outside its dequeue (which waits for Redis to come
     # back): these steps of each round let a restart pass instead, so the process lives on.
@@ -156,8 +197,19 @@ class FleetWorker(SimpleWorker):
             super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
+        """rq's state write, skipped when Redis already holds `state` from our last direct
+        write (rq sets IDLE after each job and again before each dequeue)."""
+        if pipeline is not None:  # written when rq's pipeline runs, if it does: unknown
+            self._state_written = None
+            super().set_state(state, pipeline)
+            return
+        if state == self._state_written:
+            self._state = state
+            return
+        self._state_written = None
         with contextlib.suppress(*TRANSIENT):  # rq keeps the state in memory too
             super().set_state(state, pipeline)
+            self._state_written = state
 
     def _install_signal_handlers(self) -> None:
         if _in_main_thread():
@@ -166,6 +218,18 @@ class FleetWorker(SimpleWorker):
     def halt(self) -> None:
         """Stop after the current job (for workers run in a thread)."""
         self._halt.set()
+
+    def unsubscribe(self) -> None:
+        """rq's, with a bounded wait for its pubsub thread: redis-py's `stop()` joins it
+        without a timeout, and a thread that saw the unsubscribe before the stop sleeps up to
+        rq's 60 s in `get_message`, which held a draining worker past its bound. The thread
+        is a daemon, so it ends with the process."""
+        thread = self.pubsub_thread
+        if thread is None or self.pubsub is None:
+            return
+        with contextlib.suppress(*TRANSIENT):
+            self.pubsub.unsubscribe()
+        thread.stop(timeout=1.0)
 
 
 class Housekeeper:
@@ -271,6 +335,7 @@ class WorkerProcess:
         self.rqs = [FleetWorker(self.runtime, self.stop) for _ in range(settings.concurrency)]
         self.rq = self.rqs[0]
         self.keeper = Housekeeper(self.runtime, self.selfheal)
+        self.checker = QuietChecker(self.runtime)
         self.started = threading.Event()
         self.health: HealthServer | None = None
 
@@ -285,6 +350,7 @@ class WorkerProcess:
         health = self.health = self._serve_health()  # first: a port in use stops it here
         register(self.runtime)
         self.keeper.start()
+        self.checker.start()
         helpers = [
             threading.Thread(target=self._work, args=(rq, logging_level), daemon=True)
             for rq in self.rqs[1:]
@@ -307,6 +373,7 @@ class WorkerProcess:
             if self._drain is not None:
                 self._drain.cancel()
             self.keeper.stop()
+            self.checker.stop()
             if health is not None:
                 health.stop()
             if self.selfheal is not None:

@@ -9,6 +9,10 @@ sync recorded. Anything else runs the full sync, which then re-establishes the b
 is how Argo CD answers a reconcile from its watch cache, and how a push to a monorepo costs one
 full sync (the app whose path changed) instead of one per app on the repository. A manual,
 rollback or self-heal sync always runs in full.
+
+Interval requests are judged with these same conditions (`loud`, `same`) in batches, without
+an rq job each (`worker.quietbatch`); this module's `unchanged` answers the others that reach
+a sync job (webhooks, and the interval requests a batch handed to the normal path).
 """
 
 from __future__ import annotations
@@ -54,21 +58,33 @@ def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> sync.Des
 def _check(
     runtime: Runtime, instance: str, request: SyncRequest
 ) -> tuple[sync.Desired | None, str]:
-    if request.trigger not in QUIET_TRIGGERS or runtime.watcher is None:
-        return None, "not a periodic trigger, or no watches"
+    if request.trigger not in QUIET_TRIGGERS:
+        return None, "not a periodic trigger"
     app, cluster = split_instance(instance)
     status = runtime.store.get_status(app, cluster)
-    last = status.last_sync if status is not None else None
-    if last is None or last.started is None or not _was_clean(last):
-        return None, "the last sync was not a clean Synced and Healthy one"
-    since = last.started.timestamp()
-    why = runtime.watcher.not_quiet_since(instance, _kinds(last), since)
-    if why:
+    why = loud(runtime, instance, status)
+    if why or status is None or status.last_sync is None:
         return None, why
     try:
         desired = sync.desired_state(request, caches=runtime.caches)
     except FleetError as e:
         return None, f"the desired state cannot be read: {e}"
+    return same(desired, status.last_sync)
+
+
+def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
+    """Why `instance`, with `status`, is not quiet as far as its last sync and the worker's
+    watches tell ("" when it is: the desired state is the one thing left to compare)."""
+    if runtime.watcher is None:
+        return "no watches"
+    last = status.last_sync if status is not None else None
+    if last is None or last.started is None or not _was_clean(last):
+        return "the last sync was not a clean Synced and Healthy one"
+    return runtime.watcher.not_quiet_since(instance, _kinds(last), last.started.timestamp())
+
+
+def same(desired: sync.Desired, last: SyncRecord) -> tuple[sync.Desired | None, str]:
+    """`desired` when it is what `last` synced; else None and why."""
     if desired.fingerprint != last.fingerprint:
         return None, "the desired state changed"
     return desired, ""

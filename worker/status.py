@@ -12,9 +12,10 @@ Every outcome leaves a trace a person can read with `gitfleet app get` and `app 
   so a dependency that takes minutes does not fill the history with "still waiting".
 
 Every write made under a sync's lease (sync, skip, dependency wait, teardown) is fenced: it
-happens in one MULTI/EXEC only while the lease's fencing token is the newest. After a sync's
-write, `worker.transitions.after_sync` compares the status before and after: it queues the
-notifications of each transition and advances the commit-to-healthy clock (never failing).
+happens in one atomic step (`HeldLease.fenced`) only while the lease's fencing token is the
+newest. After a sync's write, `worker.transitions.after_sync` compares the status before and
+after: it queues the notifications of each transition and advances the commit-to-healthy clock
+(never failing).
 
 And what each job answers (`Answer`): its outcome, for the worker's journal, and the JSON rq
 keeps as the job's return value.
@@ -62,7 +63,7 @@ class Answer:
 
 
 def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None) -> None:
-    """History and status of a sync; with `lease`, both in one MULTI/EXEC that runs only while
+    """History and status of a sync; with `lease`, both in one atomic step that runs only while
     the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
     previous = store.get_status(record.app, record.cluster)
     status = _status_of(store, record, previous)
@@ -188,7 +189,7 @@ def note_drift(
 def put(
     store: Store, app: str, cluster: str, status: InstanceStatus, lease: HeldLease | None = None
 ) -> None:
-    """Write the instance's status; with `lease`, in a MULTI/EXEC that runs only while the
+    """Write the instance's status; with `lease`, in one atomic step that runs only while the
     lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
     if lease is None:
         store.set_status(app, cluster, status)

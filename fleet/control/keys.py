@@ -65,6 +65,11 @@ Routing (`fleet.control.routing`) and the scheduler (`fleet.control.scheduler`):
     <p>:pending                                set of instances with a pending sync
     <p>:pending:<app@cluster>                  hash: the instance's pending sync
     <p>:deferred, <p>:deferred-intents         sorted set instance -> due time, hash -> intent
+    <p>:checks                                 set of workers with quiet checks waiting
+    <p>:checks:<worker>                        sorted set instance -> when its quiet check
+    <p>:check-intents:<worker>                 was asked; hash instance -> check id and intent
+    <p>:check-result:<id>                      what a quiet check answered, with a TTL
+                                               (`fleet.control.routing.checks`)
     <p>:scheduler:lease:<name>                 the scheduler lock (`coordinator`), a lease
     <p>:scheduler:last                         hash instance -> when an interval sync was asked
     <p>:scheduler:blocked                      hash instance -> why a sync window blocks it
@@ -110,6 +115,7 @@ class Keys:
         self.pending_index = f"{prefix}:pending"
         self.deferred = f"{prefix}:deferred"
         self.deferred_intents = f"{prefix}:deferred-intents"
+        self.checks_index = f"{prefix}:checks"
         self.scheduler_last = f"{prefix}:scheduler:last"
         self.scheduler_blocked = f"{prefix}:scheduler:blocked"
         self.journal = f"{prefix}:journal"
@@ -221,6 +227,16 @@ class Keys:
 
     def pending(self, instance: str) -> str:
         return f"{self.p}:pending:{instance}"
+
+    def checks(self, worker: str) -> str:
+        """The quiet checks waiting for `worker`, by when each was asked."""
+        return f"{self.p}:checks:{worker}"
+
+    def check_intents(self, worker: str) -> str:
+        return f"{self.p}:check-intents:{worker}"
+
+    def check_result(self, check_id: str) -> str:
+        return f"{self.p}:check-result:{check_id}"
 
     def scheduler_lease(self, name: str) -> str:
         return f"{self.p}:scheduler:lease:{name}"

@@ -59,7 +59,7 @@ class AppCache:
         self._generation: int | None = None
         self._by_name: dict[str, AppRecord] = {}
         self._names: list[str] = []  # sorted
-        self._ordered: list[AppRecord] = []
+        self._ordered: list[AppRecord] | None = []  # None: to be rebuilt from the names
         self._changed: set[str] | None = None  # since the last `changes()`; None: reloaded
         self._lock = threading.Lock()
 
@@ -70,6 +70,8 @@ class AppCache:
         with self._lock:
             if generation != self._generation:
                 self._refresh(generation)
+            if self._ordered is None:  # rebuilt when asked, not at every write
+                self._ordered = [self._by_name[n] for n in self._names]
             return list(self._ordered)
 
     def changes(self) -> tuple[dict[str, AppRecord | None], bool]:
@@ -124,4 +126,4 @@ class AppCache:
             elif known:
                 del self._by_name[name]
                 del self._names[bisect.bisect_left(self._names, name)]
-        self._ordered = [self._by_name[n] for n in self._names]
+        self._ordered = None

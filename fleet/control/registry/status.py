@@ -60,6 +60,20 @@ class SyncLog:
         raws = pipe.execute() if instances else []
         return [STATUS.validate_json(raw) if isinstance(raw, bytes) else None for raw in raws]
 
+    def raw_statuses(self, instances: list[tuple[str, str]]) -> list[bytes | None]:
+        """The stored JSON of each (app, cluster)'s status, in one round trip: what a
+        compare-and-set (`fleet.control.routing.checks`) compares against."""
+        pipe = self.redis.pipeline(transaction=False)
+        for app, cluster in instances:
+            pipe.hget(self.keys.status(app), cluster)
+        raws = pipe.execute() if instances else []
+        return [raw if isinstance(raw, bytes) else None for raw in raws]
+
+    def stamped(self, status: InstanceStatus) -> bytes:
+        """`status` as `stage_status` stores it (stamped `updated` now), for a caller that
+        writes it itself."""
+        return STATUS.dump_json(replace(status, updated=datetime.fromisoformat(now())))
+
     def statuses(self, app: str) -> dict[str, InstanceStatus]:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.keys.status(app))  # type: ignore[assignment]
         return {key.decode(): STATUS.validate_json(value) for key, value in raw.items()}

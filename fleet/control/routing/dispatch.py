@@ -7,6 +7,10 @@ The API, the scheduler and the workers (retries, self-heal) all go through `Disp
   pushing an rq job onto `<p>-shard-<worker>` (`fleet.control.keys.Queues`) only when a new run
   is really needed. No live worker is a `NoWorkers` error, which is retryable: the request can
   be repeated once a worker registers.
+- An interval request for an instance with no sync pending is a quiet check
+  (`fleet.control.routing.checks`): parked for its owner's worker, which judges such checks in
+  batches and hands those that are not quiet to the normal path above. Its `JobRef` names the
+  check (`check-...`), and `wait` follows it to the sync it was handed to, if any.
 - Dry runs (diffs) are read-only and never merge: each is its own job on the owner's queue, so
   a diff answers for the state it was asked about and never turns into a write.
 - `claim` / `finish` are the worker's half of the pending-sync protocol; `defer` / `pump` hold
@@ -34,7 +38,8 @@ from rq.job import Job, JobStatus
 
 from fleet.control.keys import Keys, Queues
 from fleet.control.registry.instances import instance_key, split_instance
-from fleet.control.routing import payloads
+from fleet.control.routing import checks, payloads
+from fleet.control.routing.checks import QuietChecks
 from fleet.control.routing.leases import Lease
 from fleet.control.routing.owners import OwnerMap, safe_id
 from fleet.control.routing.payloads import PREVIEW_JOB, SYNC_JOB
@@ -88,11 +93,20 @@ def _merged_span(instance: str, dropped: Intent, job_id: str, into_trace: str) -
 
 class Dispatcher:
     def __init__(
-        self, redis: Redis, *, prefix: str = "gitfleet", job_timeout: int = JOB_TIMEOUT
+        self,
+        redis: Redis,
+        *,
+        prefix: str = "gitfleet",
+        job_timeout: int = JOB_TIMEOUT,
+        quiet_checks: bool = True,
     ) -> None:
+        """`quiet_checks`: interval requests go to the owner's batched quiet checks (off:
+        each is an rq job, as every other request)."""
         self.redis = redis
         self.prefix = prefix
         self.job_timeout = job_timeout
+        self.quiet_checks = quiet_checks
+        self.checks = QuietChecks(redis, prefix=prefix)
         self.owners = OwnerMap(redis, prefix=prefix)
         self.pending = PendingSyncs(redis, prefix=prefix)
         self.queues = Queues(prefix)
@@ -139,7 +153,20 @@ class Dispatcher:
         instance = instance_key(app, cluster)
         if dry_run:
             return self._preview(instance, intent)
+        if self.quiet_checks and trigger == Trigger.INTERVAL:
+            asked = self._quiet_check(instance, intent)
+            if asked is not None:
+                return asked
         return self.request_intent(instance, intent)
+
+    def _quiet_check(self, instance: str, intent: Intent) -> JobRef | None:
+        """Park an interval request as a quiet check of the owner; None when a sync is
+        pending for the instance (the request merges into it instead)."""
+        queue = self.queue_for(instance)
+        check_id = self.new_job_id("check", instance)
+        worker = self.worker_of(queue)
+        asked = self.checks.ask(worker, instance, intent, check_id=check_id, now=time.time())
+        return JobRef(asked.check_id, queue, asked.merged) if asked is not None else None
 
     def request_intent(self, instance: str, intent: Intent) -> JobRef:
         """Create, merge into or follow up the pending sync of `instance`. When a merge drops
@@ -203,6 +230,10 @@ class Dispatcher:
             time.sleep(0.1)
 
     def _result(self, job_id: str) -> dict[str, Any] | None:
+        if job_id.startswith("check-"):
+            answer = self.checks.answer_of(job_id)
+            followed = answer.get("followed_by") if answer is not None else None
+            return self._result(str(followed)) if followed else answer
         try:
             job = payloads.fetch(job_id, self.redis)
         except NoSuchJobError:
@@ -299,7 +330,7 @@ class Dispatcher:
         starts; its writes are fenced anyway (`routing.leases`).
         """
         live = set(self.owners.live())
-        moved = []
+        moved = self._recover_checks(live)
         for instance in self.pending.instances():
             current = self.pending.get(instance)
             stranded = current is not None and self._stranded(
@@ -307,6 +338,23 @@ class Dispatcher:
             )
             if stranded and current is not None and self._move(instance, current):
                 moved.append(instance)
+        return moved
+
+    def _recover_checks(self, live: set[str]) -> list[str]:
+        """The quiet checks left waiting for workers that are gone, asked again as normal
+        syncs (each routed to its instance's owner now)."""
+        moved: list[str] = []
+        answers: dict[str, dict[str, Any]] = {}
+        if not live:  # nowhere to move them yet: they wait for the next recovery
+            return moved
+        for worker in self.checks.workers():
+            if worker in live:
+                continue
+            for check in self.checks.drain(worker):
+                ref = self.request_intent(check.instance, check.intent)
+                answers[check.check_id] = checks.followed_by(ref.job_id)
+                moved.append(check.instance)
+        self.checks.answer(answers)
         return moved
 
     def _stranded(

@@ -22,8 +22,9 @@ Renewal and `current` succeed only while the lease names the holder *and* the co
 equals its token. The worker hands the engine `HeldLease.guard`, which the engine calls before
 each wave, before prune and before its record; the token itself is written into the in-cluster
 inventory (compared by the API server through `resourceVersion`) and checked in the same
-MULTI/EXEC as the status write (`HeldLease.fenced`), so a holder that was paused past its
-deadline cannot write after a newer one did. Recovery waits `expired_for` past the deadline.
+Lua script that makes the status write (`HeldLease.fenced`, one atomic step), so a holder that
+was paused past its deadline cannot write after a newer one did. Recovery waits `expired_for`
+past the deadline.
 
 The sync pipeline never imports this module; the worker wraps a sync in `held`.
 """
@@ -35,8 +36,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from redis import Redis, RedisError, WatchError
+from redis import Redis, RedisError
 from redis.client import Pipeline
 
 from fleet.errors import FleetError, LeaseLost
@@ -89,6 +91,24 @@ if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HGET', KEYS[2], 'token'
   return 1
 end
 return 0
+"""
+
+# `HeldLease.fenced`: KEYS[1] the lease[, KEYS[2] the fence hash]; ARGV holder, token, then
+# each command as its argument count followed by its arguments, run only while current.
+_FENCED_WRITE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if #KEYS > 1 and redis.call('HGET', KEYS[2], 'token') ~= ARGV[2] then
+  return 0
+end
+local i = 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+return 1
 """
 
 _ADVANCE = """
@@ -148,6 +168,7 @@ class Lease:
         self._current = redis.register_script(_CURRENT)
         self._expired_for = redis.register_script(_EXPIRED_FOR)
         self._advance = redis.register_script(_ADVANCE)
+        self._fenced_write = redis.register_script(_FENCED_WRITE)
 
     def key(self, app: str) -> str:
         return self.key_of(app)
@@ -302,23 +323,20 @@ class HeldLease:
         self.token = past + 1
 
     def fenced(self, write: Callable[[Pipeline], None]) -> None:
-        """Run `write`'s commands in one MULTI/EXEC that happens only if the lease is still
-        ours with our token (WATCH on the lease and the fence): `LeaseLost` otherwise."""
+        """Run the commands `write` stages on a pipeline only if the lease is still ours with
+        our token: `LeaseLost` otherwise. The check and the commands run in one Lua script, so
+        they are one atomic step and one round trip (a WATCH, a check and a MULTI/EXEC took
+        three). `write` only stages commands: their replies are not returned."""
+        self.check()
         lease = self.lease
         keys = [lease.key(self.app)] + ([lease.fence_of(self.app)] if lease.fence_of else [])
-        for _ in range(8):
-            self.check()
-            with lease.redis.pipeline() as pipe:
-                try:
-                    pipe.watch(*keys)  # type: ignore[no-untyped-call]
-                    if not lease.current(self.app, self.holder, self.token):
-                        break
-                    pipe.multi()
-                    write(pipe)
-                    pipe.execute()
-                    return
-                except WatchError:
-                    continue  # a renewal touched the keys: look again
+        with lease.redis.pipeline(transaction=False) as pipe:
+            write(pipe)
+            args: list[Any] = [self.holder, self.token]
+            for command, _options in pipe.command_stack:
+                args += [len(command), *command]
+        if lease._fenced_write(keys=keys, args=args):
+            return
         self._lost.set()
         raise LeaseLost(
             f"{self.app}: lease token {self.token} of {self.holder} is no longer current: "

@@ -10,9 +10,11 @@ included, and a finished job keeps its id for its result TTL. So each instance h
 - `running`: a worker claimed it. A new trigger records a `followup` (one, however many
   triggers arrive), which `finish` enqueues when the running sync ends: exactly one more run.
 
-Every transition is a WATCH/MULTI transaction on the hash, and the rq job is pushed inside the
-same MULTI (rq accepts a pipeline), so a trigger can never see "queued" without a job behind
-it, and two triggers can never both create a job.
+Every transition is atomic on the hash: a WATCH/MULTI transaction, and the rq job is pushed
+inside the same MULTI (rq accepts a pipeline), so a trigger can never see "queued" without a
+job behind it, and two triggers can never both create a job. The two steps every sync takes
+and that push no job, `claim` and a `finish` without follow-up, are small Lua scripts instead
+(one round trip each, as atomic as the transaction).
 
 Merging never lets a retry win over a fresh trigger, whichever came first: a retry repeats an
 older request (its revision, its trace), and any newer sync serves it, so a retry merged into a
@@ -60,6 +62,34 @@ for _, member in ipairs(items) do
   redis.call('HDEL', KEYS[2], member)
 end
 return out
+"""
+
+# `claim` in one round trip: KEYS[1] the pending hash; ARGV job id, worker, now. The hash as it
+# was (a flat field/value list) when the job's queued sync was marked running, else empty.
+_CLAIM = """
+if redis.call('HGET', KEYS[1], 'job') ~= ARGV[1] then
+  return {}
+end
+if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then
+  return {}
+end
+local raw = redis.call('HGETALL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'started', ARGV[3])
+return raw
+"""
+
+# `finish` without a follow-up in one round trip: KEYS[1] the pending hash, KEYS[2] the index;
+# ARGV job id, instance. 1 ended, 0 not this job's, 2 a follow-up waits (the WATCH path).
+_FINISH_ALONE = """
+if redis.call('HGET', KEYS[1], 'job') ~= ARGV[1] then
+  return 0
+end
+if redis.call('HEXISTS', KEYS[1], 'followup') == 1 then
+  return 2
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+return 1
 """
 
 
@@ -190,6 +220,8 @@ class PendingSyncs:
         self.deferred = self.keys.deferred
         self.deferred_intents = self.keys.deferred_intents
         self._pop_due = redis.register_script(_POP_DUE)
+        self._claim = redis.register_script(_CLAIM)
+        self._finish_alone = redis.register_script(_FINISH_ALONE)
 
     def key(self, instance: str) -> str:
         return self.keys.pending(instance)
@@ -262,23 +294,23 @@ class PendingSyncs:
         return Requested(str(followup["job"]), queue, previous is not None, lost, won)
 
     def claim(self, instance: str, job_id: str, *, worker: str, now: float) -> Pending | None:
-        """Mark the pending sync running by `worker` if `job_id` is still the one to run."""
-        key = self.key(instance)
-
-        def step(pipe: Pipeline, current: Pending | None) -> Pending | None:
-            pipe.multi()
-            if current is None or current.job_id != job_id or current.state != "queued":
-                return None
-            pipe.hset(key, mapping={"state": "running", "worker": worker, "started": now})
-            return current
-
-        claimed: Pending | None = self._transaction(instance, step)
-        return claimed
+        """Mark the pending sync running by `worker` if `job_id` is still the one to run (one
+        round trip: a Lua script checks and marks atomically). A record gitfleet did not write
+        reads as None (`read`), as before, though it is then left marked running: the next
+        request replaces it either way."""
+        flat: list[bytes] = self._claim(keys=[self.key(instance)], args=[job_id, worker, now])
+        if not flat:
+            return None
+        return read(dict(zip(flat[::2], flat[1::2], strict=True)), instance)
 
     def finish(self, instance: str, job_id: str, *, queue: str, enqueue: Enqueue) -> str | None:
         """End the running sync `job_id`; enqueue its follow-up on `queue` if one was asked for.
-        Returns the follow-up's job id."""
+        Returns the follow-up's job id. Without a follow-up (the usual end) this is one Lua
+        script; with one, a WATCH/MULTI transaction that pushes its rq job."""
         key = self.key(instance)
+        alone = self._finish_alone(keys=[key, self.index], args=[job_id, instance])
+        if int(alone) != 2:
+            return None
 
         def step(pipe: Pipeline, current: Pending | None) -> str | None:
             pipe.multi()

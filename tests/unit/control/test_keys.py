@@ -57,6 +57,12 @@ KEYS: dict[str, Callable[[Keys], str]] = {
     "gitfleet:pending:shop@east": lambda k: k.pending("shop@east"),
     "gitfleet:deferred": lambda k: k.deferred,
     "gitfleet:deferred-intents": lambda k: k.deferred_intents,
+    "gitfleet:checks": lambda k: k.checks_index,
+    "gitfleet:checks:w-a": lambda k: k.checks("w-a"),
+    "gitfleet:check-intents:w-a": lambda k: k.check_intents("w-a"),
+    "gitfleet:check-result:check-shop_40east-0a1b": lambda k: k.check_result(
+        "check-shop_40east-0a1b"
+    ),
     "gitfleet:scheduler:lease:coordinator": lambda k: k.scheduler_lease("coordinator"),
     "gitfleet:scheduler:last": lambda k: k.scheduler_last,
     "gitfleet:scheduler:blocked": lambda k: k.scheduler_blocked,
