@@ -20,6 +20,8 @@ pool; none of them runs a sync itself.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
@@ -56,6 +58,7 @@ from fleet.control.registry.secrets import SecretBox, require_key
 from fleet.control.registry.store import Store
 from fleet.control.rollouts.heads import GitHeads
 from fleet.control.routing.dispatch import Dispatcher
+from fleet.control.routing.sharding import NoWorkers
 from fleet.control.scheduler import scheduling
 from fleet.engine.source.remotes import RemotePolicy
 from fleet.errors import UsageError
@@ -94,6 +97,23 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text + "\n")
 
 
+def freeze_loaded(store: Store, dispatcher: Dispatcher) -> None:
+    """Load the registry's caches, then move every object alive into the garbage collector's
+    permanent generation (`gc.freeze`), for a process that lives long (`gitfleet api`).
+
+    With 10,000 apps the caches hold about half a million objects, and each full collection
+    walked them all: 80 to 360 ms with every request thread stopped, several a minute under
+    load, which set the API's p99. Frozen objects are still freed when nothing refers to
+    them; only cycles among them are never collected, and a registry's records have none.
+    Apps registered after the start are not frozen: this helps a restart, not a fleet that
+    is being registered."""
+    store.list_apps_cached()
+    with contextlib.suppress(NoWorkers):  # no live worker yet: the map loads on first use
+        dispatcher.owners.current()
+    gc.collect()
+    gc.freeze()
+
+
 def notification_pump(store: Store, settings: Settings) -> DeliveryPump | None:
     """The thread that posts queued notifications (`fleet.control.notifications.delivery`),
     when the settings turn it on (`gitfleet api` does, with the scheduler)."""
@@ -122,6 +142,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         app.state.metrics = registry_for(store)
+        if settings.freeze_gc:
+            freeze_loaded(store, app.state.dispatcher)
         pump = notification_pump(store, settings)
         try:
             if settings.scheduler:

@@ -52,6 +52,7 @@ class Settings(BaseModel):
     insecure_dev: bool = False  # `gitfleet api --insecure-dev`: may run without secret_key
     require_impersonation: bool = False  # GITFLEET_REQUIRE_IMPERSONATION (`fleet.control.policy`)
     in_cluster: bool = False  # GITFLEET_IN_CLUSTER: register `in-cluster` (`api.incluster`)
+    freeze_gc: bool = False  # `gitfleet api`: load the registry, then freeze it (`api.app`)
     admin_token_file: Path = Field(default_factory=default_admin_token_file)  # mode 0600
     body_limit: int = Field(default=MiB, ge=1024)  # bytes of a request body (`api.gate`)
     webhook_body_limit: int = Field(default=5 * MiB, ge=1024)  # bytes of a webhook delivery

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 def _settings(insecure_dev: bool) -> Any:
     from api.settings import Settings
 
-    return Settings.from_env().model_copy(update={"insecure_dev": insecure_dev})
+    update = {"insecure_dev": insecure_dev, "freeze_gc": True}  # a long-lived process
+    return Settings.from_env().model_copy(update=update)
 
 
 def app_factory() -> Any:

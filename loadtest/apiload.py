@@ -27,12 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from deploy.testbed import runner
 from loadtest.context import percentile
 from loadtest.fleetrun import BenchError, Fleet
+from loadtest.rawhttp import Connection, HttpError
 from loadtest.workload import App, create_repo, plan_apps
 
 TARGET_P99_MS = 100.0
@@ -144,43 +144,51 @@ async def _drive(
 ) -> list[Sample]:
     """Send the schedule open-loop: a pacer puts each request on a queue at its planned
     instant; `CONNECTIONS` senders, one connection each, take them off. Time waiting in the
-    queue counts in the latency, and the client never holds more requests than connections
-    (httpx's pool slows down badly with thousands queued in it)."""
+    queue counts in the latency. The client is `loadtest.rawhttp`, not httpx: on this machine it
+    shares the cores with the coordinator, and httpx's CPU per request was queueing charged to
+    the coordinator."""
     makers = {kind: maker for kind, _, maker in MIX}
     warm_up = int(rps * WARM_UP_S)
     kinds = schedule(warm_up, load.rng) + schedule(int(rps * seconds), load.rng)
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    host, port = _address(server)
     headers = {"Authorization": f"Bearer {token}"}
     samples: list[Sample] = []
     queue: asyncio.Queue[tuple[int, str, float] | None] = asyncio.Queue()
-    async with httpx.AsyncClient(
-        base_url=server, headers=headers, limits=limits, timeout=30.0
-    ) as client:
 
-        async def sender() -> None:
+    async def sender() -> None:
+        connection = Connection(host, port, headers, timeout=30.0)
+        try:
             while (item := await queue.get()) is not None:
                 i, kind, planned = item
                 method, path, body = makers[kind](load, i)
                 try:
-                    answer = await client.request(method, path, json=body)
-                    status = answer.status_code
-                except httpx.HTTPError:
+                    status = await connection.request(method, path, body)
+                except HttpError:
                     status = 0
                 if i >= warm_up:
                     samples.append(Sample(kind, (time.perf_counter() - planned) * 1000, status))
+        finally:
+            await connection.close()
 
-        senders = [asyncio.create_task(sender()) for _ in range(CONNECTIONS)]
-        start = time.perf_counter() + 0.5
-        for i, kind in enumerate(kinds):
-            planned = start + i / rps
-            delay = planned - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            queue.put_nowait((i, kind, planned))
-        for _ in senders:
-            queue.put_nowait(None)
-        await asyncio.gather(*senders)
+    senders = [asyncio.create_task(sender()) for _ in range(CONNECTIONS)]
+    start = time.perf_counter() + 0.5
+    for i, kind in enumerate(kinds):
+        planned = start + i / rps
+        delay = planned - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        queue.put_nowait((i, kind, planned))
+    for _ in senders:
+        queue.put_nowait(None)
+    await asyncio.gather(*senders)
     return samples
+
+
+def _address(server: str) -> tuple[str, int]:
+    parts = urlsplit(server)
+    if parts.hostname is None or parts.port is None:
+        raise BenchError(f"the coordinator's address {server} names no host and port")
+    return parts.hostname, parts.port
 
 
 def summarise(samples: Sequence[Sample], *, seconds: float) -> dict[str, Any]:

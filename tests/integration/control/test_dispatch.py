@@ -204,3 +204,22 @@ def test_a_long_lived_owner_map_agrees_with_a_fresh_one_through_every_change(
     membership.deregister(registry.redis, "w-a", prefix=registry.prefix)
     agrees()
     assert f"{registry.app_name(20)}@ap" in kept.current()
+
+
+def test_a_long_lived_coordinator_loads_its_caches_then_freezes_them(registry: FleetEnv) -> None:
+    """`api.app.freeze_loaded`: the registry's records are in memory before the collector's
+    freeze, so full collections never walk them again."""
+    import gc
+
+    from api.app import freeze_loaded
+
+    names = _setup(registry)
+    try:
+        freeze_loaded(registry.store, registry.dispatcher)
+        frozen = gc.get_freeze_count()
+        cached = [a.name for a in registry.store.list_apps_cached()]
+    finally:
+        gc.unfreeze()
+    assert frozen > 0
+    assert set(names) <= set(cached)
+    assert gc.get_freeze_count() == 0
