@@ -333,15 +333,19 @@ class ProjectIn(ApiModel):
         )
 
 
+TOKEN_LIFE_MAX_S = 10 * 365 * 24 * 3600  # ten years: further is "until revoked", say so
+
+
 class TokenIn(ApiModel):
     """A token; it may expire, at `expiresAt` (ISO 8601) or `ttl` from now (seconds, or a
-    duration like "12h"), not both; without either it lives until revoked."""
+    duration like "12h"), not both, at most ten years ahead; without either it lives until
+    revoked."""
 
     name: Name
     role: Role
     project: Name | None = None
     expires_at: datetime | None = None
-    ttl: Seconds | None = Field(default=None, gt=0)
+    ttl: Seconds | None = Field(default=None, gt=0, le=TOKEN_LIFE_MAX_S)
 
     @model_validator(mode="after")
     def _project_for_members(self) -> TokenIn:
@@ -349,9 +353,14 @@ class TokenIn(ApiModel):
             raise ValueError("project: give a project for a member token, and only for one")
         if self.expires_at is not None and self.ttl is not None:
             raise ValueError("give expiresAt or ttl, not both")
-        expires = self.expires()
-        if expires is not None and expires <= datetime.now(UTC):
+        expires, now = self.expires(), datetime.now(UTC)
+        if expires is not None and expires <= now:
             raise ValueError("expiresAt: must be in the future")
+        if expires is not None and expires > now + timedelta(seconds=TOKEN_LIFE_MAX_S):
+            raise ValueError(
+                "expiresAt: at most ten years ahead; leave it out for a token that lives "
+                "until revoked"
+            )
         return self
 
     def expires(self) -> datetime | None:

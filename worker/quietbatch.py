@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.control.connection import TRANSIENT, Outage
+from fleet.control.connection import TRANSIENT
 from fleet.control.plans import requires_plan
 from fleet.control.policy import blocked_reason, check_source, request_for
 from fleet.control.pushes import SYNCED, SyncedAt, spec_of
@@ -341,13 +341,11 @@ class QuietChecker:
             self._thread.join(timeout=10)
 
     def _loop(self) -> None:
-        outage = Outage(log, f"worker={self.runtime.name} quiet checks")
         while not self._stop.is_set():
             try:
                 self.drain()
-                outage.ok()
-            except TRANSIENT as e:
-                outage.failed(e)
+            except TRANSIENT as e:  # the housekeeper reports the outage, once per process
+                log.debug("worker=%s quiet checks wait for Redis: %s", self.runtime.name, e)
                 self._stop.wait(1.0)
             except Exception:
                 log.exception("worker=%s quiet checks failed", self.runtime.name)
