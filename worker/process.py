@@ -36,6 +36,7 @@ import ctypes
 import logging
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -347,6 +348,9 @@ class WorkerProcess:
     def run(self, *, logging_level: str = "INFO") -> None:
         main = _in_main_thread()
         self.rq.death_penalty_class = UnixSignalDeathPenalty if main else TimerDeathPenalty
+        if main:  # a SIGTERM before rq installs its own handlers drains too, never kills
+            for number in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(number, lambda *_: self.stop())
         health = self.health = self._serve_health()  # first: a port in use stops it here
         register(self.runtime)
         self.keeper.start()
