@@ -33,6 +33,7 @@ from fastapi import FastAPI
 
 from api import errors, incluster, ui
 from api.gate import RequestGate
+from api.gcwatch import CollectionWatch
 from api.metrics import registry_for
 from api.routes import (
     appops,
@@ -105,8 +106,8 @@ def freeze_loaded(store: Store, dispatcher: Dispatcher) -> None:
     walked them all: 80 to 360 ms with every request thread stopped, several a minute under
     load, which set the API's p99. Frozen objects are still freed when nothing refers to
     them; only cycles among them are never collected, and a registry's records have none.
-    Apps registered after the start are not frozen: this helps a restart, not a fleet that
-    is being registered."""
+    Apps registered after the start are frozen later, by `api.gcwatch.CollectionWatch`, once a
+    full collection over them turns slow."""
     store.list_apps_cached()
     with contextlib.suppress(NoWorkers):  # no live worker yet: the map loads on first use
         dispatcher.owners.current()
@@ -142,8 +143,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         app.state.metrics = registry_for(store)
+        watch = None
         if settings.freeze_gc:
             freeze_loaded(store, app.state.dispatcher)
+            watch = CollectionWatch().install()  # apps registered later: `api.gcwatch`
         pump = notification_pump(store, settings)
         try:
             if settings.scheduler:
@@ -157,6 +160,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if pump is not None:
                 pump.stop()
+            if watch is not None:
+                watch.uninstall()
             redis.close()
 
     app = FastAPI(

@@ -24,15 +24,18 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from redis import Redis
 
 from deploy.testbed import runner
 from loadtest.context import percentile
 from loadtest.fleetrun import BenchError, Fleet
 from loadtest.rawhttp import Connection, HttpError
+from loadtest.timeline import CpuTimeline, per_second
 from loadtest.workload import App, create_repo, plan_apps
 
 TARGET_P99_MS = 100.0
@@ -40,6 +43,7 @@ PAGE = 50
 CONNECTIONS = 64
 NAMESPACE = "apiload"
 WORKERS = ("worker-1",)  # sync and delete requests need a live worker to be accepted
+LATENCY_THRESHOLD_MS = 20  # Redis's latency monitor records events slower than this
 WARM_UP_S = 3.0  # sent at the same rate first, not counted: connections, caches
 
 RequestFor = Callable[["Load", int], tuple[str, str, Any]]
@@ -130,6 +134,7 @@ class Sample:
     kind: str
     latency_ms: float
     status: int
+    at_s: float  # planned send instant, seconds from the start of the measured stream
 
 
 def schedule(count: int, rng: random.Random) -> list[str]:
@@ -141,7 +146,7 @@ def schedule(count: int, rng: random.Random) -> list[str]:
 
 async def _drive(
     server: str, token: str, load: Load, *, rps: float, seconds: float
-) -> list[Sample]:
+) -> tuple[list[Sample], float]:
     """Send the schedule open-loop: a pacer puts each request on a queue at its planned
     instant; `CONNECTIONS` senders, one connection each, take them off. Time waiting in the
     queue counts in the latency. The client is `loadtest.rawhttp`, not httpx: on this machine it
@@ -166,12 +171,14 @@ async def _drive(
                 except HttpError:
                     status = 0
                 if i >= warm_up:
-                    samples.append(Sample(kind, (time.perf_counter() - planned) * 1000, status))
+                    latency = (time.perf_counter() - planned) * 1000
+                    samples.append(Sample(kind, latency, status, planned - measured))
         finally:
             await connection.close()
 
     senders = [asyncio.create_task(sender()) for _ in range(CONNECTIONS)]
     start = time.perf_counter() + 0.5
+    measured = start + warm_up / rps
     for i, kind in enumerate(kinds):
         planned = start + i / rps
         delay = planned - time.perf_counter()
@@ -181,7 +188,7 @@ async def _drive(
     for _ in senders:
         queue.put_nowait(None)
     await asyncio.gather(*senders)
-    return samples
+    return samples, measured
 
 
 def _address(server: str) -> tuple[str, int]:
@@ -243,7 +250,16 @@ def run(
         load = Load(planned, fleet.repo_url("apps.git"), entry["name"], random.Random(seed))
         rate = register(fleet, planned, load)
         server, token = f"http://127.0.0.1:{fleet.api_port}", fleet.env["GITFLEET_ADMIN_TOKEN"]
-        samples = asyncio.run(_drive(server, token, load, rps=rps, seconds=seconds))
+        redis = Redis.from_url(fleet.env["GITFLEET_REDIS_URL"])
+        redis.config_set("latency-monitor-threshold", LATENCY_THRESHOLD_MS)
+        cpu = CpuTimeline()
+        cpu.start()
+        try:
+            samples, measured = asyncio.run(_drive(server, token, load, rps=rps, seconds=seconds))
+        finally:
+            cpu_rows = cpu.stop()
+        redis_events = redis.execute_command("LATENCY", "LATEST")  # type: ignore[no-untyped-call, unused-ignore]
+        persistence = redis.info("persistence")
     finally:
         fleet.stop()
         runner.down(work / "testbed")
@@ -259,8 +275,31 @@ def run(
     figures["target_p99_ms"] = TARGET_P99_MS
     figures["meets_target"] = figures["overall"]["p99_ms"] < TARGET_P99_MS
     (out / "apiload.json").write_text(json.dumps(figures, indent=2) + "\n")
+    seconds_rows = per_second(
+        [(s.at_s, s.latency_ms) for s in samples], cpu_rows, measured - cpu.began
+    )
+    slow = sorted(samples, key=lambda s: s.latency_ms, reverse=True)[:50]
+    timeline = {
+        "per_second": seconds_rows,
+        "slowest": [asdict(s) for s in slow],
+        "redis_latency_events_over_ms": LATENCY_THRESHOLD_MS,
+        "redis_latency_latest": _decoded(redis_events),
+        "redis_persistence": {
+            k: persistence.get(k)
+            for k in ("aof_rewrites", "aof_delayed_fsync", "aof_last_rewrite_time_sec")
+        },
+    }
+    (out / "timeline.json").write_text(json.dumps(timeline, indent=1) + "\n")
     (out / "apiload.md").write_text(markdown(figures))
     return figures
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return value
 
 
 def markdown(figures: dict[str, Any]) -> str:

@@ -44,3 +44,9 @@ def test_apiload_sends_the_whole_mix_and_reports_percentiles_per_request_kind(
         assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"] <= row["max_ms"], kind
     assert isinstance(figures["meets_target"], bool)
     assert "| get_app |" in (out / "apiload.md").read_text()
+    timeline = json.loads((out / "timeline.json").read_text())
+    assert sum(row["requests"] for row in timeline["per_second"]) == 60
+    assert [row["second"] for row in timeline["per_second"]] == [0, 1, 2]
+    assert any(row["cpu"].get("api", 0) > 0 for row in timeline["per_second"]), timeline
+    assert len(timeline["slowest"]) == 50
+    assert abs(timeline["slowest"][0]["latency_ms"] - overall["max_ms"]) < 0.01

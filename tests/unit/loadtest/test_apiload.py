@@ -18,8 +18,12 @@ def test_the_schedule_follows_the_mix_shares() -> None:
 
 
 def test_summaries_count_5xx_and_transport_failures_as_errors_and_rank_latencies() -> None:
-    samples = [Sample("get_app", float(ms), 200) for ms in range(1, 101)]
-    samples += [Sample("sync", 5.0, 503), Sample("sync", 7.0, 0), Sample("sync", 9.0, 409)]
+    samples = [Sample("get_app", float(ms), 200, ms / 100) for ms in range(1, 101)]
+    samples += [
+        Sample("sync", 5.0, 503, 0.1),
+        Sample("sync", 7.0, 0, 0.2),
+        Sample("sync", 9.0, 409, 0.3),
+    ]
 
     figures = summarise(samples, seconds=10)
 
