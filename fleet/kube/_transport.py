@@ -23,9 +23,12 @@ from fleet.kube.kubeconfig import ClusterConfig
 def ssl_context(config: ClusterConfig) -> ssl.SSLContext:
     if not config.server.startswith("https://"):
         raise UsageError(f"cluster {config.name}: server {config.server} must use https")
-    ctx = ssl.create_default_context()
+    # the cluster's own CA when it has one (the system's CAs are then not trusted, and not
+    # loaded: parsing the system bundle cost milliseconds per client and per watch)
     if config.ca_pem:
         ctx = ssl.create_default_context(cadata=config.ca_pem.decode())
+    else:
+        ctx = ssl.create_default_context()
     if config.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

@@ -20,27 +20,14 @@ from typing import Any
 
 import psutil
 import pytest
-from cryptography.fernet import Fernet
 
 from deploy.testbed.process import free_port
 from tests.support.fleet import wait_until
 from tests.support.paths import REPO_ROOT
+from tests.support.processenv import process_env
 from tests.support.redis_server import RedisServer
 
 ADMIN = "processes-admin-token-0123456789"
-
-
-def _env(redis: RedisServer, folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITFLEET_", "OTEL_"))}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
-        GITFLEET_REDIS_URL=redis.url,
-        GITFLEET_ADMIN_TOKEN=ADMIN,
-        GITFLEET_SECRET_KEY=Fernet.generate_key().decode(),
-        GITFLEET_CACHE_DIR=str(folder / "cache"),
-        GITFLEET_IN_CLUSTER="false",
-    )
-    return env
 
 
 def _call(port: int, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -71,7 +58,9 @@ def coordinator(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, 
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "api", "--port", str(port), "--workers", "2"],
         cwd=REPO_ROOT,
-        env=_env(redis, tmp_path),
+        env=process_env(
+            redis.url, tmp_path, GITFLEET_ADMIN_TOKEN=ADMIN, GITFLEET_IN_CLUSTER="false"
+        ),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )

@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from cryptography.fernet import Fernet
 from redis import Redis
 
 from fleet.control.routing.membership import live_workers
 from tests.support.paths import REPO_ROOT
+from tests.support.processenv import process_env
 from tests.support.redis_server import RedisServer
 
 
@@ -26,14 +26,7 @@ def test_a_sigterm_right_after_joining_drains_and_exits_cleanly(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
     redis, prefix = Redis.from_url(redis_server.url), f"early{os.getpid()}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITFLEET_", "OTEL_"))}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
-        GITFLEET_REDIS_URL=redis_server.url,
-        GITFLEET_PREFIX=prefix,
-        GITFLEET_SECRET_KEY=Fernet.generate_key().decode(),
-        GITFLEET_CACHE_DIR=str(tmp_path / "cache"),
-    )
+    env = process_env(redis_server.url, tmp_path, GITFLEET_PREFIX=prefix)
     codes = []
     for i in range(3):
         name = f"early-{i}"

@@ -18,7 +18,6 @@ processes, the testbed's clusters.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -37,6 +36,7 @@ from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.sharding import NoWorkers
 from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, settings_ref, wait_until
+from tests.support.processenv import process_env
 from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,17 +82,14 @@ class Api:
 
 
 def _environment(redis_url: str, key: str, folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITFLEET_", "OTEL_"))}
-    env.update(
-        PYTHONPATH=str(ROOT),
-        GITFLEET_REDIS_URL=redis_url,
+    return process_env(
+        redis_url,
+        folder,
         GITFLEET_ADMIN_TOKEN=ADMIN,
         GITFLEET_SECRET_KEY=key,
-        GITFLEET_CACHE_DIR=str(folder / "cache"),
         GITFLEET_INSECURE_GIT_HOSTS="127.0.0.1",
         GITFLEET_SCHEDULER="false",
     )
-    return env
 
 
 @pytest.fixture
