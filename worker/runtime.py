@@ -135,6 +135,7 @@ class Runtime:
             for client in self._clients.values():
                 client.close()
             self._clients.clear()
+        self.caches.source.close()
 
 
 _local = threading.local()

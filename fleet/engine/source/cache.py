@@ -43,6 +43,7 @@ from fleet.engine.limits import Limits
 from fleet.engine.source import transfer
 from fleet.engine.source.entries import walk_files
 from fleet.engine.source.gitobjects import ParsedObjects
+from fleet.engine.source.openrepos import OpenRepos, open_repo
 from fleet.engine.source.remotes import RemotePolicy, identity
 from fleet.errors import SourceError
 
@@ -166,6 +167,7 @@ class SourceCache:
         self.remotes = remotes
         self.fetches = 0  # network fetches done by this instance (tests and benchmarks count)
         self.objects = ParsedObjects()
+        self.repos = OpenRepos()  # the cache's repositories, open between syncs
         self._fetched_at: dict[str, float] = {}
 
     def resolve(
@@ -200,9 +202,16 @@ class SourceCache:
 
     @contextlib.contextmanager
     def snapshot(self, resolved: Resolved) -> Iterator[Snapshot]:
-        """Open the resolved commit once for many reads (the repository closes on exit)."""
-        with _open_local(str(self.repo_dir(resolved.url))) as repo:
+        """Open the resolved commit once for many reads. A cached remote's repository goes
+        back to `repos` on exit; a local path's is closed."""
+        path = str(self.repo_dir(resolved.url))
+        opened = _open_local(path) if is_local_path(resolved.url) else self.repos.borrow(path)
+        with opened as repo:
             yield Snapshot(repo, resolved, self.objects)
+
+    def close(self) -> None:
+        """Close the repositories kept open; the cache stays usable (it reopens them)."""
+        self.repos.close()
 
     def tree_id(self, resolved: Resolved, path: str) -> str:
         """Hex id of the tree at `path` ("" or "." for the root) in the resolved commit."""
@@ -241,13 +250,15 @@ class SourceCache:
         path = self.repo_dir(url)
         fresh = not (path / "HEAD").exists()
         if fresh:
+            self.repos.forget(str(path))
             shutil.rmtree(path, ignore_errors=True)
             _init_cache_repo(path, url).close()
         try:
-            with Repo(str(path)) as repo:
+            with self.repos.borrow(str(path)) as repo:
                 yield repo
         except SourceError:
             if fresh and not _has_mirrored_refs(path):  # keep a good clone, drop a failed one
+                self.repos.forget(str(path))
                 shutil.rmtree(path, ignore_errors=True)
             raise
 
@@ -392,11 +403,7 @@ def _auth_failed(url: str, creds: GitCredentials | None) -> str:
 
 @contextlib.contextmanager
 def _open_local(path: str) -> Iterator[Repo]:
-    try:
-        repo = Repo(path)
-    except NotGitRepository as e:
-        raise SourceError(f"git repository {path} not found: no repository at that path") from e
-    with repo:
+    with open_repo(path) as repo:
         yield repo
 
 
