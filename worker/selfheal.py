@@ -99,6 +99,7 @@ class SelfHeal:
         self._healing_apps: set[str] = set()
         self._status_objects: dict[str, set[ObjectRef]] = {}  # instance -> from its status
         self._full_reload_at = 0.0
+        self._shard_stamp: object = None  # the shard map's stamp at the last full refresh
         self._declared_meanwhile: set[str] = set()  # declared while a refresh was reading
         self._ignored: dict[str, frozenset[str]] = {}  # instance -> managers its app ignores
         self._syncing: dict[str, list[Event]] = {}  # instance -> deletions seen during its sync
@@ -119,6 +120,8 @@ class SelfHeal:
         restarted for each would keep the next periodic check from being quiet."""
         stamp = time.monotonic() if now is None else now
         declared = self._owned_declarations()
+        if declared is None:  # nothing this refresh reads has changed since the last one
+            return
         wanted = {
             (split_instance(i)[1], r.api_version, r.kind)
             for i, refs in declared.items()
@@ -140,21 +143,28 @@ class SelfHeal:
     def _heals_instance(self, instance: str) -> bool:
         return instance in self._healing_apps
 
-    def _owned_declarations(self) -> dict[str, set[ObjectRef]]:
+    def _owned_declarations(self) -> dict[str, set[ObjectRef]] | None:
         """instance -> the objects its last sync declared, for every instance this worker owns
-        (self-heal apps heal from the events; the others use them for quiet periodic checks).
+        (self-heal apps heal from the events; the others use them for quiet periodic checks);
+        None when neither the registry nor the live workers changed since the last refresh.
 
-        Incremental, so a refresh stays cheap with thousands of apps: app records are re-read
-        only when the registry generation moved (`Store.list_apps_cached`), and statuses only
-        for instances this worker has not seen yet (its own syncs report theirs through
+        Incremental, so a refresh stays cheap with thousands of apps: nothing is read while the
+        shard map's stamp (registry generation, live workers) stays as it was, app records are
+        re-read only when the registry generation moved (`Store.list_apps_cached`), and statuses
+        only for instances this worker has not seen yet (its own syncs report theirs through
         `declare`). Every `FULL_RELOAD_EVERY` seconds every status is read again, which picks
         up statuses another worker wrote while an instance moved between shards."""
-        try:
-            shard = self.runtime.dispatcher.owners.current()
-        except NoWorkers:
-            return {}
         now = time.monotonic()
         full = now >= self._full_reload_at
+        try:
+            shard_stamp, shard = self.runtime.dispatcher.owners.current_if_changed(
+                None if full else self._shard_stamp
+            )
+        except NoWorkers:
+            self._shard_stamp = None
+            return {}
+        if shard is None:
+            return None
         if full:
             self._full_reload_at = now + FULL_RELOAD_EVERY
         apps = {a.name: a for a in self.runtime.store.list_apps_cached()}
@@ -181,6 +191,7 @@ class SelfHeal:
             }
             self._healing_apps = healing
             self._ignored = ignored
+            self._shard_stamp = shard_stamp  # the next refresh may skip until the map moves
             return dict(self._status_objects)
 
     def begin(self, instance: str) -> None:

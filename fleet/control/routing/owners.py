@@ -91,6 +91,16 @@ class OwnerMap:
         with self._lock:
             return dict(self._refreshed(workers).placed)
 
+    def current_if_changed(self, since: object) -> tuple[object, dict[str, str] | None]:
+        """(the map's stamp, instance -> worker), the map left out (None) when its stamp is
+        still `since`: a caller that keeps the map it got skips a copy of every instance.
+        The stamp changes with the registry generation and the live workers."""
+        workers = self.live()
+        with self._lock:
+            placement = self._refreshed(workers)
+            stamp = self._stamp
+            return stamp, (None if since is not None and stamp == since else dict(placement.placed))
+
     def live(self) -> tuple[str, ...]:
         return tuple(membership.live_workers(self.redis, prefix=self.prefix))
 

@@ -175,6 +175,30 @@ def _cluster(index: int) -> str:
     return "eu" if index % 2 else "us:1"
 
 
+def test_the_owner_map_is_handed_out_again_only_when_its_stamp_moved(registry: FleetEnv) -> None:
+    """`current_if_changed`: a worker's refresh skips its pass over every instance while the
+    registry and the live workers stay as they were, and gets the new map once either moves."""
+    names = _setup(registry, apps=4)
+    owners = OwnerMap(registry.redis, prefix=registry.prefix)
+    stamp, first = owners.current_if_changed(None)
+    assert first == owners.current()
+
+    again, unchanged = owners.current_if_changed(stamp)
+    assert (again, unchanged) == (stamp, None)
+    registry.dispatcher.request_sync(
+        names[0], "us:1", trigger=Trigger.MANUAL
+    )  # not a registry write
+    assert owners.current_if_changed(stamp)[1] is None
+
+    registry.add_app(registry.app_name(9), "eu")
+    stamp, grown = owners.current_if_changed(stamp)
+    assert grown is not None and f"{registry.app_name(9)}@eu" in grown
+    membership.register(registry.redis, "w-c", ttl=30, meta={}, prefix=registry.prefix)
+    stamp, regrown = owners.current_if_changed(stamp)
+    assert regrown == OwnerMap(registry.redis, prefix=registry.prefix).current()  # over 3 workers
+    assert owners.current_if_changed(stamp)[1] is None
+
+
 def test_a_long_lived_owner_map_agrees_with_a_fresh_one_through_every_change(
     registry: FleetEnv,
 ) -> None:
