@@ -33,7 +33,6 @@ from fastapi import FastAPI
 
 from api import errors, incluster, ui
 from api.gate import RequestGate
-from api.gcwatch import CollectionWatch
 from api.metrics import registry_for
 from api.routes import (
     appops,
@@ -63,6 +62,7 @@ from fleet.control.routing.sharding import NoWorkers
 from fleet.control.scheduler import scheduling
 from fleet.engine.source.remotes import RemotePolicy
 from fleet.errors import UsageError
+from fleet.gcwatch import CollectionWatch
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger("api")
@@ -106,7 +106,7 @@ def freeze_loaded(store: Store, dispatcher: Dispatcher) -> None:
     walked them all: 80 to 360 ms with every request thread stopped, several a minute under
     load, which set the API's p99. Frozen objects are still freed when nothing refers to
     them; only cycles among them are never collected, and a registry's records have none.
-    Apps registered after the start are frozen later, by `api.gcwatch.CollectionWatch`, once a
+    Apps registered after the start are frozen later, by `fleet.gcwatch.CollectionWatch`, once a
     full collection over them turns slow."""
     store.list_apps_cached()
     with contextlib.suppress(NoWorkers):  # no live worker yet: the map loads on first use
@@ -146,7 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         watch = None
         if settings.freeze_gc:
             freeze_loaded(store, app.state.dispatcher)
-            watch = CollectionWatch().install()  # apps registered later: `api.gcwatch`
+            watch = CollectionWatch().install()  # apps registered later: `fleet.gcwatch`
         pump = notification_pump(store, settings)
         try:
             if settings.scheduler:

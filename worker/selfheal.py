@@ -51,7 +51,7 @@ from opentelemetry import propagate
 
 from fleet.control.registry.instances import instance_key, split_instance
 from fleet.control.registry.records import AppRecord
-from fleet.control.registry.syncrecords import DriftRecord, ResourceRecord
+from fleet.control.registry.syncrecords import DriftRecord, ResourceRecord, declared_refs
 from fleet.control.routing.sharding import NoWorkers
 from fleet.engine.plan.hooks import HOOK_ID_LABEL
 from fleet.engine.plan.order import is_hook
@@ -243,10 +243,10 @@ class SelfHeal:
             return False
 
     def _load_declared(self, instances: list[str]) -> dict[str, set[ObjectRef]]:
-        statuses = self.runtime.store.many_statuses([split_instance(i) for i in instances])
+        raws = self.runtime.store.log.raw_statuses([split_instance(i) for i in instances])
         return {
-            i: _declared_refs(found.resources if found is not None else ())
-            for i, found in zip(instances, statuses, strict=True)
+            i: declared_refs(raw) if raw is not None else set()
+            for i, raw in zip(instances, raws, strict=True)
         }
 
     def _ensure_watch(self, key: WatchKey) -> None:

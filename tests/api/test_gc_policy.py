@@ -1,5 +1,5 @@
 """A long-lived coordinator (`Settings.freeze_gc`, set by `gitfleet api`) watches its full
-garbage collections for as long as it runs (`api.gcwatch`), and only then."""
+garbage collections for as long as it runs (`fleet.gcwatch`), and only then."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import gc
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.gcwatch import CollectionWatch
+from fleet.gcwatch import CollectionWatch
 from tests.api.conftest import ADMIN_TOKEN, settings_for
 
 

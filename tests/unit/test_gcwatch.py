@@ -1,4 +1,4 @@
-"""`api.gcwatch.CollectionWatch` with the real collector: a slow full collection freezes its
+"""`fleet.gcwatch.CollectionWatch` with the real collector: a slow full collection freezes its
 survivors, a fast one does not, and the periodic refresh unfreezes them for one full walk."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.gcwatch import CollectionWatch
+from fleet.gcwatch import CollectionWatch
 
 
 class Clock:

@@ -1,11 +1,13 @@
-"""Keep the garbage collector's full collections short in a coordinator whose registry grows.
+"""Keep the garbage collector's full collections short in a long-lived process whose state
+grows with the fleet: the coordinator (`gitfleet api`) and the worker (`python -m worker`).
 
 A full (generation 2) collection walks every container object alive and stops every thread of
 the process while it does. The registry's in-memory caches hold about fifty objects per app, so
 at 10,000 apps a full collection took 80 to 360 ms and, several times a minute under load, set
 the API's p99 (`loadtest.apiload` showed every request of one process finishing in the same
 200 ms window). `api.app.freeze_loaded` freezes what is loaded at start (`gc.freeze`: frozen
-objects are never walked again), but apps registered while the process runs were still walked.
+objects are never walked again), but apps registered while the process runs were still walked,
+and a worker's per-app state (app records, statuses, the shard map) builds up as it runs.
 
 `CollectionWatch` is a `gc.callbacks` hook that times each full collection. When one takes
 longer than `slow_s`, it freezes the survivors, so the next full collections walk only what was
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("gitfleet.api.gc")
+log = logging.getLogger("gitfleet.gc")
 
 SLOW_S = 0.02  # a full collection slower than this freezes its survivors
 REFRESH_S = 3600.0  # how often the frozen set is walked once, to collect cycles that died in it
@@ -73,6 +75,8 @@ class CollectionWatch:
             )
 
     def install(self) -> CollectionWatch:
+        """Watch this process's collections (a process-wide hook: long-lived processes only,
+        never a library caller or a test process)."""
         if self not in gc.callbacks:
             gc.callbacks.append(self)
         return self
