@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import weakref
 
 from redis import Redis
 from redis.client import Pipeline
@@ -60,7 +61,9 @@ class AppCache:
         self._by_name: dict[str, AppRecord] = {}
         self._names: list[str] = []  # sorted
         self._ordered: list[AppRecord] | None = []  # None: to be rebuilt from the names
-        self._changed: set[str] | None = None  # since the last `changes()`; None: reloaded
+        # per consumer of `changes()`: the names changed since its last call; None: everything
+        self._changed: dict[int, set[str] | None] = {}
+        self._consumers = 0
         self._lock = threading.Lock()
 
     def apps(self) -> list[AppRecord]:
@@ -74,16 +77,28 @@ class AppCache:
                 self._ordered = [self._by_name[n] for n in self._names]
             return list(self._ordered)
 
-    def changes(self) -> tuple[dict[str, AppRecord | None], bool]:
-        """What changed since the previous call: (name -> record, None for a deleted app;
-        True when that is every app, the first time and after a reload). For a cache with one
-        consumer, such as `fleet.control.routing.owners.OwnerMap`'s own."""
+    def consumer(self) -> int:
+        """A new reader of `changes()` (its first call answers every app); `drop` it when done."""
+        with self._lock:
+            self._consumers += 1
+            self._changed[self._consumers] = None
+            return self._consumers
+
+    def drop(self, consumer: int) -> None:
+        with self._lock:
+            self._changed.pop(consumer, None)
+
+    def changes(self, consumer: int) -> tuple[dict[str, AppRecord | None], bool]:
+        """What changed since `consumer`'s previous call: (name -> record, None for a deleted
+        app; True when that is every app, the first time and after a reload), such as
+        `fleet.control.routing.owners.OwnerMap` reads."""
         raw = self.redis.get(self.keys.generation)
         generation = int(raw) if isinstance(raw, bytes) else 0
         with self._lock:
             if generation != self._generation:
                 self._refresh(generation)
-            changed, self._changed = self._changed, set()
+            changed = self._changed.get(consumer)
+            self._changed[consumer] = set()
             if changed is None:
                 return dict(self._by_name), True
             return {name: self._by_name.get(name) for name in changed}, False
@@ -109,13 +124,14 @@ class AppCache:
         }
         self._names = list(self._by_name)
         self._ordered = list(self._by_name.values())
-        self._changed = None
+        self._changed = dict.fromkeys(self._changed)
 
     def _update(self, names: list[str]) -> None:
         if not names:
             return
-        if self._changed is not None:
-            self._changed.update(names)
+        for changed in self._changed.values():
+            if changed is not None:
+                changed.update(names)
         raws = self.redis.mget([self.keys.app(n) for n in names])
         for name, raw in zip(names, raws, strict=True):
             known = name in self._by_name
@@ -127,3 +143,20 @@ class AppCache:
                 del self._by_name[name]
                 del self._names[bisect.bisect_left(self._names, name)]
         self._ordered = None
+
+
+_shared: weakref.WeakValueDictionary[tuple[int, str], AppCache] = weakref.WeakValueDictionary()
+_shared_lock = threading.Lock()
+
+
+def shared(redis: Redis, keys: Keys) -> AppCache:
+    """This process's one cache of the registry behind `redis` (the same client object) and
+    `keys`' prefix: the store and the owner maps of a worker or a coordinator read the same
+    records, so each app is held in memory once, not once per reader (a parsed record is
+    about 1.2 KB; at 10,000 apps a second and third copy were most of a process's growth)."""
+    key = (id(redis), keys.p)
+    with _shared_lock:
+        cache = _shared.get(key)
+        if cache is None or cache.redis is not redis:
+            cache = _shared[key] = AppCache(redis, keys)
+        return cache

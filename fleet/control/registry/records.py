@@ -40,7 +40,7 @@ class Role(StrEnum):
     VIEWER = "viewer"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterRecord:
     """A registered cluster. `labels` feed application cluster selectors."""
 
@@ -54,7 +54,7 @@ class ClusterRecord:
         return all(self.labels.get(key) == value for key, value in selector.items())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterCredentials:
     """How to reach a cluster: a kubeconfig (and context), or a server, bearer token and CA;
     or `in_cluster`: the cluster the reading process runs in, as its pod's ServiceAccount
@@ -84,7 +84,7 @@ class ClusterCredentials:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Destination:
     """Where a project lets apps deploy: fnmatch globs for the cluster and the namespace."""
 
@@ -92,7 +92,7 @@ class Destination:
     namespace: str = "*"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DestinationServiceAccount:
     """The ServiceAccount (`namespace:name`) a project's syncs act as on the clusters and
     destination namespaces matching the globs (`fleet.control.policy.acting_as`)."""
@@ -106,7 +106,7 @@ class DestinationServiceAccount:
         return ServiceAccount(namespace, name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProjectRecord:
     """Bounds on what apps of the project may deploy.
 
@@ -147,14 +147,14 @@ DEFAULT_PROJECT = ProjectRecord(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HelmSource:
     values_yaml: str = ""
     value_files: tuple[str, ...] = ()
     parameters: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppSource:
     repo: str
     path: str = "."
@@ -162,7 +162,7 @@ class AppSource:
     helm: HelmSource = field(default_factory=HelmSource)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppDestination:
     """One named cluster, or every cluster whose labels match `selector` (one instance each)."""
 
@@ -171,7 +171,7 @@ class AppDestination:
     selector: dict[str, str] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Retry a failed sync `limit` times, waiting backoff_s * factor**n, at most max_backoff_s."""
 
@@ -181,13 +181,13 @@ class RetryPolicy:
     max_backoff_s: float = 180.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IgnoreDifference:
     json_pointers: tuple[str, ...] = ()
     managers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SyncPolicy:
     automated: bool = False
     prune: bool = False
@@ -223,7 +223,7 @@ class SyncPolicy:
     deletion_timeout_s: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PostBuild:
     """Flux's post-build substitution, on when an app has one: `${var}` in its rendered
     objects and helm values takes `substitute`'s values and the destination cluster's
@@ -232,7 +232,7 @@ class PostBuild:
     substitute: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutStep:
     """One step of a progressive rollout (`fleet.control.rollouts`): of the clusters no earlier
     step took, those matching `match_labels` (all when empty), at most `max_parallel` of them
@@ -245,7 +245,7 @@ class RolloutStep:
     pause_manual: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutSpec:
     """Ordered steps a new revision goes through; `poll_s`: how often the coordinator asks git
     for the newest commit of the app's revision."""
@@ -254,7 +254,7 @@ class RolloutSpec:
     poll_s: float = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppRecord:
     """An application. `has_credentials`: git credentials are stored (encrypted) for it.
     `deleting`: a cascading delete is pruning its objects; the record goes once that is done.
@@ -285,7 +285,7 @@ class AppRecord:
         return self.uid or str(uuid.uuid5(uuid.NAMESPACE_URL, seed))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TokenRecord:
     """An API token; only the SHA-256 of its text is stored. `expires`: ISO 8601 instant after
     which it is refused ("" never)."""

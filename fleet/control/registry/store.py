@@ -28,9 +28,9 @@ from redis import Redis
 from redis.client import Pipeline
 
 from fleet.control.keys import Keys
-from fleet.control.registry import records
+from fleet.control.registry import appcache, records
 from fleet.control.registry.agekeys import AgeKeys
-from fleet.control.registry.appcache import AppCache, note_change
+from fleet.control.registry.appcache import note_change
 from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
@@ -77,7 +77,7 @@ class Store:
         self.tokens = Tokens(redis, self.keys)
         self.repositories = Repositories(redis, self.keys, box)
         self.age_keys = AgeKeys(redis, self.keys, box)
-        self._app_cache = AppCache(redis, self.keys)
+        self._app_cache = appcache.shared(redis, self.keys)  # one per process and registry
         self._configs: dict[str, tuple[bytes, ClusterConfig]] = {}  # by cluster: ciphertext
 
     def _transact(self, check: Callable[[], None], write: Callable[[Pipeline], None]) -> None:

@@ -14,12 +14,13 @@ rq job ids allow letters, digits, `_` and `-` only; `safe_id` encodes anything e
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 
 from redis import Redis
 
 from fleet.control.keys import Keys
-from fleet.control.registry import records
+from fleet.control.registry import appcache, records
 from fleet.control.registry.appcache import AppCache
 from fleet.control.registry.instances import clusters_for, instance_key
 from fleet.control.registry.records import AppRecord, ClusterRecord
@@ -72,7 +73,9 @@ class OwnerMap:
         self.redis = redis
         self.prefix = prefix
         self._keys = Keys(prefix)
-        self._apps = AppCache(redis, self._keys)
+        self._apps = appcache.shared(redis, self._keys)
+        self._consumer = self._apps.consumer()
+        weakref.finalize(self, self._apps.drop, self._consumer)
         self._lock = threading.Lock()
         self._stamp: tuple[bytes | None, tuple[str, ...]] | None = None
         self._clusters: tuple[bytes, ...] | None = None
@@ -114,7 +117,7 @@ class OwnerMap:
         rebuild = placement is None or placement.workers != workers
         raws = tuple(_load(self.redis, self._keys.clusters, self._keys.cluster))
         clusters = [records.from_json(ClusterRecord, r) for r in raws]
-        changed, everything = self._apps.changes()
+        changed, everything = self._apps.changes(self._consumer)
         if raws != self._clusters:  # destinations may match other clusters: start over
             if not everything:
                 changed, everything = {a.name: a for a in self._apps.apps()}, True

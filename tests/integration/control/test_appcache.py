@@ -113,18 +113,53 @@ def test_changes_name_what_was_written_since_the_last_call_deletions_included(
 ) -> None:
     writer, _ = replicas
     cache = appcache.AppCache(client, writer.keys)
+    reader = cache.consumer()
     for name in ("alpha", "bravo"):
         writer.put_app(_app(name), create=True)
-    first, everything = cache.changes()
+    first, everything = cache.changes(reader)
     assert everything and set(first) == {"alpha", "bravo"}
 
     writer.put_app(_app("charlie"), create=True)
     writer.put_app(replace(writer.get_app("alpha"), source=AppSource(_app("a").source.repo, "v2")))
     writer.delete_app("bravo")
-    changed, everything = cache.changes()
+    changed, everything = cache.changes(reader)
 
     assert not everything
     assert set(changed) == {"alpha", "bravo", "charlie"}
     assert changed["bravo"] is None
     assert changed["alpha"] is not None and changed["alpha"].source.path == "v2"
-    assert cache.changes() == ({}, False)  # nothing written since
+    assert cache.changes(reader) == ({}, False)  # nothing written since
+
+
+def test_each_consumer_of_changes_gets_every_change_once(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    """Owner maps of one process share its cache (`appcache.shared`): one reading the changes
+    must never hide them from another."""
+    writer, _ = replicas
+    cache = appcache.AppCache(client, writer.keys)
+    early, late = cache.consumer(), None
+    writer.put_app(_app("alpha"), create=True)
+    assert cache.changes(early) == ({"alpha": cache.apps()[0]}, True)
+    late = cache.consumer()
+    writer.put_app(_app("bravo"), create=True)
+    assert set(cache.changes(early)[0]) == {"bravo"}
+    late_changes, everything = cache.changes(late)
+    assert everything and set(late_changes) == {"alpha", "bravo"}  # its first call: all
+    writer.delete_app("alpha")
+    assert cache.changes(late) == ({"alpha": None}, False)
+    assert cache.changes(early) == ({"alpha": None}, False)
+    cache.drop(early)
+    writer.put_app(_app("charlie"), create=True)
+    assert set(cache.changes(late)[0]) == {"charlie"}
+
+
+def test_a_process_keeps_one_cache_per_registry_and_client(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    writer, _ = replicas
+    one = appcache.shared(client, writer.keys)
+    assert appcache.shared(client, writer.keys) is one
+    assert appcache.shared(client, Keys("another-prefix")) is not one
+    other_client = redis.Redis(connection_pool=client.connection_pool)
+    assert appcache.shared(other_client, writer.keys) is not one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from api.routes.webhooks import revision_matches
@@ -61,7 +63,7 @@ def shop(**kw: object) -> AppRecord:
         source=AppSource(repo="https://github.com/acme/shop.git", path="/deploy/", revision="main"),
         destination=AppDestination(namespace="shop", cluster="east"),
     )
-    return AppRecord(**{**base.__dict__, **kw})
+    return replace(base, **kw)  # type: ignore[arg-type]
 
 
 def test_request_for_maps_source_policy_helm_and_ignore_rules() -> None:
