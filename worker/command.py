@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--concurrency",
         type=int,
-        help="syncs run at once, sharing the caches (default GITFLEET_WORKER_CONCURRENCY or 2)",
+        help="syncs run at once, sharing the caches (default GITFLEET_WORKER_CONCURRENCY or 4)",
     )
     parser.add_argument(
         "--drain-timeout",

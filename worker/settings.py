@@ -34,7 +34,8 @@ class WorkerSettings:
     lease_ttl: the per-instance lease TTL; a dead worker's running sync moves after it.
     debounce: seconds a self-heal trigger waits for the object to stop changing.
     fight_limit: self-heal attempts on one object within `fight_window` before giving up.
-    concurrency: syncs the worker runs at once (rq workers on its queue, sharing its caches).
+    concurrency: syncs the worker runs at once (rq workers on its queue, sharing its caches);
+    4 by default, as Flux's controllers: a sync mostly waits on the API server and Redis.
     insecure_dev: `--insecure-dev`, may run without secret_key (a key kept in Redis instead).
     insecure_git_hosts: hosts (`host` or `host:port`) the worker may fetch over plain http
     (GITFLEET_INSECURE_GIT_HOSTS, comma-separated); every other repository is https or ssh.
@@ -54,7 +55,7 @@ class WorkerSettings:
     fight_limit: int = 5
     fight_window: float = 300.0
     self_heal: bool = True
-    concurrency: int = 2
+    concurrency: int = 4
     insecure_dev: bool = False
     insecure_git_hosts: tuple[str, ...] = ()
     require_impersonation: bool = False
