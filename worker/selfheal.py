@@ -100,6 +100,7 @@ class SelfHeal:
         self._status_objects: dict[str, set[ObjectRef]] = {}  # instance -> from its status
         self._full_reload_at = 0.0
         self._shard_stamp: object = None  # the shard map's stamp at the last full refresh
+        self._wanted: set[WatchKey] = set()  # the watches the declared objects need
         self._declared_meanwhile: set[str] = set()  # declared while a refresh was reading
         self._ignored: dict[str, frozenset[str]] = {}  # instance -> managers its app ignores
         self._syncing: dict[str, list[Event]] = {}  # instance -> deletions seen during its sync
@@ -120,17 +121,22 @@ class SelfHeal:
         restarted for each would keep the next periodic check from being quiet."""
         stamp = time.monotonic() if now is None else now
         declared = self._owned_declarations()
-        if declared is None:  # nothing this refresh reads has changed since the last one
-            return
-        wanted = {
-            (split_instance(i)[1], r.api_version, r.kind)
-            for i, refs in declared.items()
-            for r in refs
-        }
-        heal = {i for i in declared if self._heals_instance(i)}
-        with self._lock:
-            self._declared = declared
-            self._heal = heal
+        if declared is None:  # the shard map has not moved: the kinds wanted are as they were
+            with self._lock:
+                wanted = set(self._wanted)
+        else:
+            wanted = {
+                (split_instance(i)[1], r.api_version, r.kind)
+                for i, refs in declared.items()
+                for r in refs
+            }
+            heal = {i for i in declared if self._heals_instance(i)}
+            with self._lock:
+                self._declared = declared
+                self._heal = heal
+                self._wanted = wanted
+        # every refresh: a watch that failed to start is tried again, one whose cluster
+        # credentials changed restarts, one nobody needs any more lingers, then stops
         with self._watch_lock:
             for key in set(self._watches) - wanted:
                 since = self._unneeded.setdefault(key, stamp)
@@ -211,8 +217,11 @@ class SelfHeal:
             if watched:
                 self._declared[instance] = refs
         if watched:  # a kind new to this worker is watched now, not at the next refresh
+            keys = {(cluster, r.api_version, r.kind) for r in refs}
+            with self._lock:
+                self._wanted |= keys
             with self._watch_lock:
-                for key in {(cluster, r.api_version, r.kind) for r in refs} - set(self._watches):
+                for key in keys - set(self._watches):
                     self._ensure_watch(key)
         self.end(instance)
 

@@ -20,6 +20,7 @@ PUT and DELETE on them answer 409 naming their set.
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import logging
 import re
@@ -151,8 +152,15 @@ def appsets_for(store: Store, dispatcher: object, settings: Settings) -> AppSets
     )
 
 
-def _appsets(store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> AppSets:
-    return appsets_for(store, dispatcher, settings)
+def _appsets(
+    store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep
+) -> collections.abc.Generator[AppSets, None, None]:
+    """The app sets for one request; its source cache's open repositories close after it."""
+    sets = appsets_for(store, dispatcher, settings)
+    try:
+        yield sets
+    finally:
+        sets.generators.source.close()
 
 
 AppSetsDep = Annotated[AppSets, Depends(_appsets)]

@@ -357,23 +357,26 @@ OPERATION: TypeAdapter[Operation] = TypeAdapter(Operation)
 PREVIEW: TypeAdapter[PreviewRecord] = TypeAdapter(PreviewRecord)
 
 _NOT_DECLARED = frozenset({str(Action.PRUNED), str(Action.FAILED)})
+_ACTIONS = frozenset(str(a) for a in Action)
 
 
 def declared_refs(raw: bytes) -> set[ObjectRef]:
     """The objects a stored status says its last sync left in the cluster: `ResourceRecord`s
     with a kind and `declared`. A worker's self-heal reloads every status of its shard once a
-    minute for only this, so it reads the JSON with orjson and takes the five fields it
-    needs, about a tenth of validating the whole record; anything not of the expected shape
-    goes through `STATUS` and its error, as a full read would."""
+    minute for only this, so it reads the JSON with orjson and takes the fields it needs,
+    about a tenth of validating the whole record. A resource whose action is not one this
+    version knows, or whose name fields are not strings, sends the record through `STATUS`
+    (and its error, as a full read would); the fields it does not read are not checked."""
     try:
-        found = orjson.loads(raw).get("resources") or ()
-        return {
-            ObjectRef(
-                r.get("group", ""), r["version"], r["kind"], r.get("namespace", ""), r["name"]
-            )
-            for r in found
-            if r["kind"] and r["action"] not in _NOT_DECLARED
-        }
+        found = orjson.loads(raw).get("resources", ())
+        refs = set()
+        for r in found:
+            parts = (r.get("group", ""), r["version"], r["kind"], r.get("namespace", ""), r["name"])
+            if r["action"] not in _ACTIONS or not all(type(p) is str for p in parts):
+                raise TypeError("not a resource record as this version writes it")
+            if parts[2] and r["action"] not in _NOT_DECLARED:
+                refs.add(ObjectRef(*parts))
+        return refs
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
         status = STATUS.validate_json(raw)
         return {r.ref for r in status.resources if r.declared and r.kind}

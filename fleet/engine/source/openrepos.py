@@ -7,7 +7,8 @@ twice per sync (resolve, then render), as about an eighth of the worker's CPU.
 `OpenRepos.borrow(path)` lends an open repository to one thread at a time (a dulwich
 repository reads its packs through shared file positions, so two threads must never read one
 at once) and takes it back afterwards; a thread that finds none idle opens another. A borrower
-that fails gives its repository back closed, not for reuse. At most `max_idle` repositories
+that fails gives its repository back closed, not for reuse, and so does one whose folder was
+forgotten (or whose pool was closed) while it was lent out. At most `max_idle` repositories
 stay open in all, the least recently returned closed first, so a worker syncing from
 thousands of remotes holds a bounded number of files open.
 
@@ -47,10 +48,14 @@ class OpenRepos:
         self.opened = 0  # repositories opened (tests and benchmarks count)
         self._idle: OrderedDict[str, list[Repo]] = OrderedDict()
         self._count = 0
+        self._epochs: dict[str, int] = {}  # path -> bumped by `forget`: older loans close
+        self._epoch = 0  # bumped by `close`: every loan out now closes on return
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def borrow(self, path: str) -> Iterator[Repo]:
+        with self._lock:
+            lent_at = (self._epoch, self._epochs.get(path, 0))
         repo = self._take(path)
         if repo is None:
             repo = open_repo(path)
@@ -61,13 +66,15 @@ class OpenRepos:
         except BaseException:
             repo.close()
             raise
-        self._give_back(path, repo)
+        self._give_back(path, repo, lent_at)
 
     def forget(self, path: str) -> None:
-        """Close the idle repositories of `path` (its folder is about to go)."""
+        """Close the idle repositories of `path` (its folder is about to go); one lent out
+        now is closed when it comes back, never lent again."""
         with self._lock:
             repos = self._idle.pop(path, [])
             self._count -= len(repos)
+            self._epochs[path] = self._epochs.get(path, 0) + 1
         for repo in repos:
             repo.close()
 
@@ -76,6 +83,7 @@ class OpenRepos:
             repos = [repo for idle in self._idle.values() for repo in idle]
             self._idle.clear()
             self._count = 0
+            self._epoch += 1
         for repo in repos:
             repo.close()
 
@@ -90,12 +98,15 @@ class OpenRepos:
                 del self._idle[path]
             return repo
 
-    def _give_back(self, path: str, repo: Repo) -> None:
+    def _give_back(self, path: str, repo: Repo, lent_at: tuple[int, int]) -> None:
         evicted: list[Repo] = []
         with self._lock:
-            self._idle.setdefault(path, []).append(repo)
-            self._idle.move_to_end(path)
-            self._count += 1
+            if lent_at != (self._epoch, self._epochs.get(path, 0)):
+                evicted.append(repo)  # its folder was forgotten, or the pool closed, meanwhile
+            else:
+                self._idle.setdefault(path, []).append(repo)
+                self._idle.move_to_end(path)
+                self._count += 1
             while self._count > self.max_idle:
                 oldest, repos = next(iter(self._idle.items()))
                 evicted.append(repos.pop(0))

@@ -133,3 +133,20 @@ def test_a_cache_folder_deleted_under_a_kept_repository_is_cloned_again(
     assert again.commit == tip
     assert cache.read_tree(again, "apps/web") == {"cm.yaml": b"v: 2\n"}
     cache.close()
+
+
+def test_a_repository_lent_out_when_its_folder_is_forgotten_is_closed_on_return(
+    origin: GitRepo,
+) -> None:
+    repos = OpenRepos()
+    path = str(origin.path)
+    with repos.borrow(path) as first:
+        repos.forget(path)  # the folder is about to be deleted and cloned again
+    with repos.borrow(path) as second:
+        assert second is not first
+    with repos.borrow(path) as third:
+        repos.close()
+    with repos.borrow(path) as fourth:
+        assert fourth is not third
+    assert repos.opened == 3
+    repos.close()

@@ -51,7 +51,17 @@ def test_a_status_without_resources_declares_nothing() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"not json", b"[]", b'{"resources": [{"kind": "ConfigMap"}]}', b'{"resources": 3}'],
+    [
+        b"not json",
+        b"[]",
+        b'{"resources": [{"kind": "ConfigMap"}]}',
+        b'{"resources": 3}',
+        b'{"resources": null}',
+        b'{"resources": [{"version": "v1", "kind": "ConfigMap", "name": "a", "action": "Moved"}]}',
+        b'{"resources": [{"version": "v1", "kind": "ConfigMap", "name": 5, "action": "created"}]}',
+        b'{"resources": [{"version": "v1", "kind": "ConfigMap", "name": "a", "group": null,'
+        b' "action": "created"}]}',
+    ],
 )
 def test_a_damaged_status_fails_as_a_full_read_would(raw: bytes) -> None:
     with pytest.raises(ValidationError):
