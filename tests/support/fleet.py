@@ -249,6 +249,20 @@ class FleetEnv:
         finally:
             kube.close()
 
+    def edit_by_hand(self, cluster: str, ref: ObjectRef, data: dict[str, str]) -> None:
+        """Change the live object's data as `kubectl edit` would (its own field manager)."""
+        kube = self.clusters[cluster].client()
+        try:
+            kube.request(
+                "PATCH",
+                kube.object_path(ref),
+                body={"data": data},
+                params={"fieldManager": "kubectl-edit"},
+                content_type="application/merge-patch+json",
+            )
+        finally:
+            kube.close()
+
     def idle(self) -> bool:
         """No pending or deferred sync is left."""
         return not self.dispatcher.pending.instances() and not self.redis.zcard(

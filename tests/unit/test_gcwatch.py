@@ -23,6 +23,16 @@ class Clock:
         return self.now
 
 
+def _collect_watched(watch: CollectionWatch, *generations: int) -> None:
+    """Run the collections with `watch` installed (a full one when none is named)."""
+    watch.install()
+    try:
+        for generation in generations or (2,):
+            gc.collect(generation)
+    finally:
+        watch.uninstall()
+
+
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
     gc.unfreeze()
@@ -32,11 +42,8 @@ def unfrozen() -> Iterator[None]:
 
 def test_a_slow_full_collection_freezes_what_survived_it(unfrozen: None) -> None:
     kept = [{"app": i, "spec": [i]} for i in range(20_000)]
-    watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, clock=Clock(step=1.0)).install()
-    try:
-        gc.collect()
-    finally:
-        watch.uninstall()
+    watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, clock=Clock(step=1.0))
+    _collect_watched(watch)
 
     assert watch.freezes == 1
     assert gc.get_freeze_count() >= len(kept)
@@ -45,12 +52,8 @@ def test_a_slow_full_collection_freezes_what_survived_it(unfrozen: None) -> None
 
 
 def test_a_fast_full_collection_or_a_young_one_freezes_nothing(unfrozen: None) -> None:
-    watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, clock=Clock(step=0.001)).install()
-    try:
-        gc.collect()
-        gc.collect(generation=0)
-    finally:
-        watch.uninstall()
+    watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, clock=Clock(step=0.001))
+    _collect_watched(watch, 2, 0)
 
     assert watch.freezes == 0
     assert gc.get_freeze_count() == 0
@@ -62,11 +65,8 @@ def test_the_refresh_unfreezes_so_the_next_full_collection_walks_everything(
     kept = [[i] for i in range(5_000)]
     gc.freeze()
     assert gc.get_freeze_count() >= len(kept)
-    watch = CollectionWatch(slow_s=1e9, refresh_s=0.5, clock=Clock(step=1.0)).install()
-    try:
-        gc.collect()
-    finally:
-        watch.uninstall()
+    watch = CollectionWatch(slow_s=1e9, refresh_s=0.5, clock=Clock(step=1.0))
+    _collect_watched(watch)
 
     assert watch.refreshes == 1
     assert gc.get_freeze_count() == 0

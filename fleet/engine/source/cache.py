@@ -191,7 +191,7 @@ class SourceCache:
             clean = self.remotes.check(url).url  # refuses local paths, file:// and user-info
         elif is_local_path(clean):
             local = str(Path(clean).expanduser().resolve())
-            with _open_local(local) as repo:
+            with open_repo(local) as repo:
                 return Resolved(local, revision, _resolve_in(repo, revision, local))
         with self._locked(clean), self._cache_repo(clean) as repo:
             fresh = time.monotonic() - self._fetched_at.get(clean, -1e9) < max_age
@@ -205,8 +205,8 @@ class SourceCache:
         """Open the resolved commit once for many reads. A cached remote's repository goes
         back to `repos` on exit; a local path's is closed."""
         path = str(self.repo_dir(resolved.url))
-        opened = _open_local(path) if is_local_path(resolved.url) else self.repos.borrow(path)
-        with opened as repo:
+        local = is_local_path(resolved.url)
+        with open_repo(path) if local else self.repos.borrow(path) as repo:
             yield Snapshot(repo, resolved, self.objects)
 
     def close(self) -> None:
@@ -399,12 +399,6 @@ def _auth_failed(url: str, creds: GitCredentials | None) -> str:
     if creds is None or not (creds.username or creds.password):
         return f"authentication required for {url} (HTTP 401): give the repository's credentials"
     return f"authentication failed for {url} (HTTP 401): check the username and password or token"
-
-
-@contextlib.contextmanager
-def _open_local(path: str) -> Iterator[Repo]:
-    with open_repo(path) as repo:
-        yield repo
 
 
 def _is_present_commit(repo: Repo, revision: str) -> bool:

@@ -35,14 +35,7 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     assert fleet.status(app, cluster).sync_status == "Synced"
 
     ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
-    kube = fleet.clusters[cluster].client()
-    kube.request(
-        "PATCH",
-        kube.object_path(ref),
-        body={"data": {"k": "by-hand"}},
-        params={"fieldManager": "kubectl-edit"},
-        content_type="application/merge-patch+json",
-    )
+    fleet.edit_by_hand(cluster, ref, {"k": "by-hand"})
     watcher = worker.process.runtime.watcher
     assert watcher is not None
     instance = instance_key(app, cluster)
@@ -55,7 +48,6 @@ def test_an_untouched_instance_costs_no_api_request_until_something_changes(
     changed = fleet.sync_and_wait(app, cluster, Trigger.WEBHOOK)
     assert changed["result"] == "succeeded"
     assert fleet.live(cluster, ref)["data"] == {"k": "v2"}
-    kube.close()
 
 
 def test_a_push_touching_one_app_of_a_monorepo_syncs_and_renders_only_that_app(

@@ -95,15 +95,7 @@ def test_a_dirty_instance_gets_a_full_sync_that_repairs_it(fleet: FleetEnv) -> N
     cluster, app = sorted(fleet.clusters)[0], fleet.app_name(0)
     worker = _synced_quietly(fleet, [app], cluster)
     ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
-    kube = fleet.clusters[cluster].client()
-    kube.request(
-        "PATCH",
-        kube.object_path(ref),
-        body={"data": {"k": "by-hand"}},
-        params={"fieldManager": "kubectl-edit"},
-        content_type="application/merge-patch+json",
-    )
-    kube.close()
+    fleet.edit_by_hand(cluster, ref, {"k": "by-hand"})
     watcher = worker.process.selfheal
     assert watcher is not None
     instance = instance_key(app, cluster)

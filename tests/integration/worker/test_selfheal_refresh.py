@@ -27,12 +27,19 @@ def _hgets(redis: Redis) -> int:
     return int(stats.get("cmdstat_hget", {}).get("calls", 0))
 
 
-def test_a_refresh_with_nothing_changed_reads_no_status(registry: FleetEnv) -> None:
+def _owned_by_w_a(env: FleetEnv, apps: int) -> list[str]:
+    """`apps` apps on cluster "eu" (nobody answers on its address), worker w-a live."""
     creds = ClusterCredentials(server="https://127.0.0.1:1", token="t")
-    registry.store.put_cluster(ClusterRecord("eu", "https://127.0.0.1:1"), creds)
-    for i in range(6):
-        registry.add_app(registry.app_name(i), "eu")
-    membership.register(registry.redis, "w-a", ttl=30, meta={}, prefix=registry.prefix)
+    env.store.put_cluster(ClusterRecord("eu", "https://127.0.0.1:1"), creds)
+    names = [env.app_name(i) for i in range(apps)]
+    for name in names:
+        env.add_app(name, "eu")
+    membership.register(env.redis, "w-a", ttl=30, meta={}, prefix=env.prefix)
+    return names
+
+
+def test_a_refresh_with_nothing_changed_reads_no_status(registry: FleetEnv) -> None:
+    _owned_by_w_a(registry, 6)
     runtime = Runtime(registry.settings("w-a"), registry.redis)
     passes = []
     listed = runtime.store.list_apps_cached
@@ -69,13 +76,9 @@ def test_a_watch_that_could_not_start_is_tried_again_while_nothing_changed(
 ) -> None:
     """The skip covers the pass over the apps, not the watches: one that failed to start
     (here, a cluster nobody answers on) is retried at every refresh, as before."""
-    creds = ClusterCredentials(server="https://127.0.0.1:1", token="t")
-    registry.store.put_cluster(ClusterRecord("eu", "https://127.0.0.1:1"), creds)
-    name = registry.app_name(0)
-    registry.add_app(name, "eu")
+    (name,) = _owned_by_w_a(registry, 1)
     declared = ResourceRecord(version="v1", kind="ConfigMap", name="c", action=Action.CREATED)
     registry.store.set_status(name, "eu", InstanceStatus(resources=(declared,)))
-    membership.register(registry.redis, "w-a", ttl=30, meta={}, prefix=registry.prefix)
     runtime = Runtime(registry.settings("w-a"), registry.redis)
     selfheal = SelfHeal(runtime)
     try:
