@@ -143,11 +143,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         app.state.metrics = registry_for(store)
-        watch = None
         if settings.freeze_gc:
             freeze_loaded(store, app.state.dispatcher)
-            watch = CollectionWatch().install()  # apps registered later: `fleet.gcwatch`
         pump = notification_pump(store, settings)
+        # apps registered later: `fleet.gcwatch`; installed last, so a failed start leaves none
+        watch = CollectionWatch().install() if settings.freeze_gc else None
         try:
             if settings.scheduler:
                 sets = appsets.appsets_for(store, app.state.dispatcher, settings)
@@ -162,6 +162,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 pump.stop()
             if watch is not None:
                 watch.uninstall()
+                gc.unfreeze()  # an in-process caller gets its collector back as it was
             redis.close()
 
     app = FastAPI(

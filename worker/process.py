@@ -55,7 +55,6 @@ from fleet.control.connection import TRANSIENT, Outage, connect
 from fleet.control.registry.secrets import require_key
 from fleet.control.routing import membership, payloads
 from fleet.control.routing.payloads import PayloadError
-from fleet.gcwatch import CollectionWatch
 from worker.health import HealthServer
 from worker.quietbatch import QuietChecker
 from worker.runtime import HandBack, Runtime, active
@@ -353,7 +352,6 @@ class WorkerProcess:
             for number in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(number, lambda *_: self.stop())
         health = self.health = self._serve_health()  # first: a port in use stops it here
-        watch = CollectionWatch().install() if main else None  # a process of its own
         register(self.runtime)
         self.keeper.start()
         self.checker.start()
@@ -386,8 +384,6 @@ class WorkerProcess:
                 self.selfheal.stop()
             membership.deregister(self.redis, self.settings.name, prefix=self.settings.prefix)
             self.runtime.close()
-            if watch is not None:
-                watch.uninstall()
 
     def _serve_health(self) -> HealthServer | None:
         """The kubelet's /healthz (`worker.health`), when a port is set: alive while the

@@ -51,6 +51,15 @@ def test_a_slow_full_collection_freezes_what_survived_it(unfrozen: None) -> None
     assert not any(o is kept or o is kept[0] for o in gc.get_objects(generation=2))
 
 
+def test_slow_collections_close_together_freeze_once(unfrozen: None) -> None:
+    """A client that makes full collections slow on purpose gets one freeze per gap, so only
+    that many sets of its requests' cycles are pinned until the refresh."""
+    watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, min_gap_s=1e9, clock=Clock(step=1.0))
+    _collect_watched(watch, 2, 2, 2)
+
+    assert watch.freezes == 1
+
+
 def test_a_fast_full_collection_or_a_young_one_freezes_nothing(unfrozen: None) -> None:
     watch = CollectionWatch(slow_s=0.5, refresh_s=1e9, clock=Clock(step=0.001))
     _collect_watched(watch, 2, 0)
