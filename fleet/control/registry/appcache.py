@@ -23,7 +23,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from fleet.control.keys import Keys
-from fleet.control.registry import records
+from fleet.control.registry import compact, records
 from fleet.control.registry.records import AppRecord
 
 WINDOW = 100_000  # generations of app changes kept for incremental refreshes
@@ -117,11 +117,12 @@ class AppCache:
     def _reload(self) -> None:
         names = sorted(m.decode() for m in self.redis.smembers(self.keys.apps))  # type: ignore[union-attr]
         raws = self.redis.mget([self.keys.app(n) for n in names]) if names else []
-        self._by_name = {
-            n: records.from_json(AppRecord, raw)
-            for n, raw in zip(names, raws, strict=True)
-            if isinstance(raw, bytes)
-        }
+        self._by_name = {}
+        for name, raw in zip(names, raws, strict=True):
+            if isinstance(raw, bytes):
+                record = _parse(raw)
+                # keyed by the record's own string when equal: one copy of each name
+                self._by_name[record.name if record.name == name else name] = record
         self._names = list(self._by_name)
         self._ordered = list(self._by_name.values())
         self._changed = dict.fromkeys(self._changed)
@@ -136,13 +137,17 @@ class AppCache:
         for name, raw in zip(names, raws, strict=True):
             known = name in self._by_name
             if isinstance(raw, bytes):
-                self._by_name[name] = records.from_json(AppRecord, raw)
+                self._by_name[name] = _parse(raw)
                 if not known:
                     bisect.insort(self._names, name)
             elif known:
                 del self._by_name[name]
                 del self._names[bisect.bisect_left(self._names, name)]
         self._ordered = None
+
+
+def _parse(raw: bytes) -> AppRecord:
+    return compact.compact(records.from_json(AppRecord, raw))
 
 
 _shared: weakref.WeakValueDictionary[tuple[int, str], AppCache] = weakref.WeakValueDictionary()
