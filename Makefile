@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-APT_PACKAGES := redis-server mmdebstrap umoci chromium chromium-driver
+APT_PACKAGES := redis-server git mmdebstrap umoci chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR := .demo
 

@@ -27,7 +27,7 @@ StartResponse = Callable[..., Any]
 App = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServerLogger):
+class ThreadingServer(ThreadingMixIn, WSGIServerLogger):
     daemon_threads = True
 
 
@@ -87,7 +87,7 @@ class GitHttpServer:
         self._backend.paths.update(repos or {})
         self._auth = (username, password) if username or password else None
         self.requests: list[str] = []
-        self._server: _ThreadingServer | None = None
+        self._server: ThreadingServer | None = None
         self._thread: threading.Thread | None = None
 
     def add(self, name: str, path: Path) -> str:
@@ -109,7 +109,7 @@ class GitHttpServer:
             "127.0.0.1",
             self._port,
             self._app(),
-            server_class=_ThreadingServer,
+            server_class=ThreadingServer,
             handler_class=WSGIRequestHandlerLogger,
         )
         self._server = server

@@ -95,7 +95,7 @@ def prepare(params: Params, work: Path, entries: list[Any]) -> Run:
     repo = work / "repos" / "bench"
     create_repo(repo, [*apps, *(a for s in subsets for a in s)], params.objects_per_app)
     create_repo(work / "repos" / "warmup", warm_up, 1)
-    fleet = Fleet(work)
+    fleet = Fleet(work, git_server=params.git_server)
     pids = sorted({pid for e in entries for pid in server_processes(e["server"])})
     return Run(
         params=params,

@@ -79,8 +79,9 @@ def answers(port: int) -> bool:
 class Fleet:
     """Redis, the git server, the API and the workers of one benchmark run."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, git_server: str = "git") -> None:
         self.folder = folder
+        self.git_server = git_server  # `loadtest.gitserve` backend
         self.env = environment(folder)
         self.procs: dict[str, Proc] = {}
         self.api_port = 0
@@ -116,6 +117,7 @@ class Fleet:
     def _git(self, repos: Mapping[str, Path]) -> None:
         self.git_port = free_port()
         cmd = [sys.executable, "-m", "loadtest.gitserve", "--port", str(self.git_port)]
+        cmd += ["--backend", self.git_server]
         cmd += [f"--repo={name}={path}" for name, path in repos.items()]
         self._start("git-server", cmd)
         watched = [self.procs["git-server"]]
@@ -212,7 +214,9 @@ class Fleet:
         return f"http://127.0.0.1:{self.git_port}/{name}"
 
     def git_requests(self) -> Counter[str]:
-        """Requests the git server has answered: `refs` (ref advertisements) and `fetch`."""
+        """Requests the git server has answered: `refs` (ref advertisements) and `fetch`
+        (upload-pack POSTs: one per fetch with dulwich's server, two with git's, which
+        negotiates in a round of its own)."""
         log = self.folder / "git-server.log"
         text = log.read_text(errors="replace") if log.exists() else ""
         counts: Counter[str] = Counter()
