@@ -422,6 +422,8 @@ def _run_engine(
         request = dataclasses.replace(
             planned,
             guard=lease,
+            # the instance's first lease: no sync ran before, so no inventory is presumed
+            first_sync=lease is not None and lease.token == 1,
             # a stored plan runs its own revision to the end: no re-plan at a newer one
             newer=None if planned.plan_check else supersede.newer_requests(runtime, app, cluster),
         )

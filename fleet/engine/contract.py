@@ -94,6 +94,10 @@ class SyncRequest:
     # The lease this sync holds (None: standalone, unfenced). Checked before each wave, before
     # prune and before the record; its token fences the inventory write.
     guard: SyncGuard | None = field(default=None, repr=False, compare=False)
+    # A hint that the instance was never synced (the worker's first lease of it): a fenced sync
+    # then presumes it has no inventory instead of reading one, and creates it before its first
+    # write (`fleet.engine.inventory.InventoryStore.claim`); a wrong hint costs requests only.
+    first_sync: bool = field(default=False, repr=False, compare=False)  # not in the fingerprint
     # Asked at each safe point of a wave's health wait: a newer revision requested meanwhile
     # cancels the wait and the sync re-plans with it (`fleet.engine.supersede`).
     newer: NewerRequests | None = field(default=None, repr=False, compare=False)

@@ -19,6 +19,13 @@ written. The ConfigMap is written with server-side apply (field manager `gitflee
 so a save is one idempotent request, and it is labelled `gitfleet.io/inventory-of`, never with
 the app label, so the app can never prune its own inventory.
 
+A fenced sync that presumes its app has no inventory yet (`SyncRequest.first_sync`) skips the
+read and `claim`s it instead, right before its first write: a create (POST) of the inventory
+listing what the sync is about to apply, stamped with its token. The API server's 409
+AlreadyExists says the presumption was wrong (`InventoryExists`): the sync then reads the
+inventory and goes on as if it had read it at the start, so no write ever happens on a presumed
+inventory that the server has not confirmed absent.
+
 Fencing: a sync that holds a lease (`SyncRequest.guard`) stamps its fencing token in data key
 `fence` and saves with the `resourceVersion` it read at the start of the sync (a create when
 there was none), so the API server itself refuses (409 Conflict) the write of a holder whose
@@ -50,7 +57,18 @@ STAMP_BYTES = 256  # room left for the `uid` and `project` keys and values
 
 UID_KEY, PROJECT_KEY, FENCE_KEY = "uid", "project", "fence"
 
-__all__ = ["Inventory", "InventoryEntry", "InventoryStore", "decode", "encode"]
+__all__ = [
+    "Inventory",
+    "InventoryEntry",
+    "InventoryExists",
+    "InventoryStore",
+    "decode",
+    "encode",
+]
+
+
+class InventoryExists(Exception):
+    """A claim found an inventory already stored: read it (not an error a user sees)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,11 @@ class Inventory:
 
 def _identity(ref: ObjectRef) -> list[str]:
     return [ref.group, ref.version, ref.kind, ref.namespace, ref.name]
+
+
+def _same_object(ref: ObjectRef) -> tuple[str, ...]:
+    """An object's identity whatever its version."""
+    return (ref.group, ref.kind, ref.namespace, ref.name)
 
 
 def encode(entries: Iterable[InventoryEntry]) -> str:
@@ -173,27 +196,62 @@ class InventoryStore:
     ) -> None:
         """Replace the inventory of `owner`'s app with `entries`, stamped with its uid and
         project, creating the namespace if it does not exist yet. With `fence` (a fenced sync),
-        stamp it and write only over `stored` (what the sync read): LeaseLost otherwise."""
-        configmap = self._configmap(owner, encode(entries), fence)
+        stamp it and write only over `stored` (what the sync read): LeaseLost otherwise,
+        except over a version written since by an older token (a stale holder's claim, or a
+        person's edit), which this newer holder replaces once, keeping what that version
+        listed besides its own entries for the next prune to judge."""
+        listed = list(entries)
+        configmap = self._configmap(owner, encode(listed), fence)
         if not fence:
             self._apply(configmap)
             return
         self.check_fence(owner.app, stored, fence)
         try:
-            if stored is None or not stored.resource_version:
-                self._create(configmap)
-            else:
-                configmap["metadata"]["resourceVersion"] = stored.resource_version
-                self.kube.apply(configmap, manager=FIELD_MANAGER)
+            self._save_over(configmap, stored)
+            return
         except KubeApiError as e:
             if e.status != 409:
                 raise
-            raise LeaseLost(
-                f"the inventory of {owner.app} changed since this sync read it (409 "
-                f"{e.reason or 'Conflict'}): another worker synced it; nothing written",
-                cluster=self.kube.name,
-                obj=str(self.ref(owner.app)),
-            ) from e
+            conflict = e
+        found = self.read(owner.app)
+        if found is not None and found.fence < fence and found.belongs_to(owner):
+            known = {_same_object(e.ref) for e in listed}
+            kept = listed + [e for e in found.entries if _same_object(e.ref) not in known]
+            try:
+                self._save_over(self._configmap(owner, encode(kept), fence), found)
+                return
+            except KubeApiError as e:
+                if e.status != 409:
+                    raise
+                conflict = e
+        raise LeaseLost(
+            f"the inventory of {owner.app} changed since this sync read it (409 "
+            f"{conflict.reason or 'Conflict'}): another worker synced it; nothing written",
+            cluster=self.kube.name,
+            obj=str(self.ref(owner.app)),
+        ) from conflict
+
+    def _save_over(self, configmap: Manifest, stored: Inventory | None) -> None:
+        """Create, or replace only the version `stored` read (409 Conflict otherwise)."""
+        if stored is None or not stored.resource_version:
+            self._create(configmap)
+        else:
+            configmap["metadata"]["resourceVersion"] = stored.resource_version
+            self.kube.apply(configmap, manager=FIELD_MANAGER)
+
+    def claim(self, owner: Owner, entries: Iterable[InventoryEntry], *, fence: int) -> Inventory:
+        """Create the inventory of `owner`'s app, listing `entries` and stamped with `fence`,
+        only if none is stored: `InventoryExists` otherwise. Returns what it stored."""
+        listed = list(entries)
+        configmap = self._configmap(owner, encode(listed), fence)
+        try:
+            created = self._create(configmap)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+            raise InventoryExists(str(self.ref(owner.app))) from e
+        version = str((created.get("metadata") or {}).get("resourceVersion") or "")
+        return Inventory(listed, owner.uid, owner.project, fence, version)
 
     def _apply(self, configmap: Manifest) -> None:
         try:
@@ -204,15 +262,15 @@ class InventoryStore:
             self._create_namespace()
             self.kube.apply(configmap, manager=FIELD_MANAGER)
 
-    def _create(self, configmap: Manifest) -> None:
+    def _create(self, configmap: Manifest) -> Manifest:
         """POST: 409 AlreadyExists when another sync created it first."""
         try:
-            self.kube.create(configmap, manager=FIELD_MANAGER)
+            return self.kube.create(configmap, manager=FIELD_MANAGER)
         except KubeApiError as e:
             if e.status != 404:
                 raise
             self._create_namespace()
-            self.kube.create(configmap, manager=FIELD_MANAGER)
+            return self.kube.create(configmap, manager=FIELD_MANAGER)
 
     def delete(self, app: str) -> bool:
         """Remove `app`'s inventory; False when there was none."""

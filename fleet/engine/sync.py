@@ -14,6 +14,14 @@ and `run` re-plans the whole sync at that commit, in the same root span, which r
 cancellation as an event (`fleet.engine.supersede`); the result's message says what was
 cancelled for which revision.
 
+The inventory (`fleet.engine.inventory`) is read before stage 4 and its fencing token checked,
+so a stale lease holder stops before its first write. A fenced first sync
+(`SyncRequest.first_sync`) presumes there is none and confirms that before its first write
+instead: by claiming it (a create the API server refuses when one exists) as the apply stage
+starts, or by reading it before validation writes a Namespace or CRD. A refused claim reads
+the inventory and goes on as if it had read it first; if the inventory is this app's, the
+stages run again with it (nothing was written), so a wrong presumption costs requests only.
+
 Stages return a `StageReport` of what they did (`fleet.engine.report`); this module keeps the
 reports in order, with each stage's duration, and folds them into the `SyncResult` at the end.
 
@@ -43,7 +51,7 @@ from fleet.engine.apply import Applier, Decision, diff_live
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
 from fleet.engine.health import assess as health
-from fleet.engine.inventory import Inventory, InventoryEntry, InventoryStore
+from fleet.engine.inventory import Inventory, InventoryEntry, InventoryExists, InventoryStore
 from fleet.engine.plan import order
 from fleet.engine.plan.hooks import is_instance, runs_hooks
 from fleet.engine.plan.prepare import crd_scopes, prepare
@@ -55,12 +63,13 @@ from fleet.engine.report import StageReport, fold, merge_resources
 from fleet.engine.supersede import MAX_REPLANS, NewerRevision, RevisionWatch
 from fleet.engine.validate import validate_sync
 from fleet.engine.waves import WaveRunner
-from fleet.errors import ApplyError, FleetError, LeaseLost, UsageError
+from fleet.errors import ApplyError, FleetError, LeaseLost, OwnershipConflict, UsageError
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus, Trigger
 from fleet.telemetry import spans as telemetry
 
 Progress = Callable[[str], None]
+_CLAIM = "the inventory claim"
 
 
 def run(
@@ -92,7 +101,8 @@ def run(
                     break
                 except NewerRevision as newer:
                     ledger = _replanned(ledger, newer, applier.writes - before, span)
-                    request = dataclasses.replace(request, revision=newer.commit)
+                    # the cancelled plan may have claimed the inventory: read it from now on
+                    request = dataclasses.replace(request, revision=newer.commit, first_sync=False)
         except FleetError as e:
             error = e
             telemetry.mark_failed(span, str(e))
@@ -243,6 +253,11 @@ class Clients:
             )
 
 
+class _ReadInventory(Exception):
+    """A sync that presumed its app had no inventory found one that changes what it decided
+    (nothing written yet): run the stages again, reading the inventory first."""
+
+
 def _stages(
     req: SyncRequest,
     clients: Clients,
@@ -256,6 +271,27 @@ def _stages(
     """Run the stages, keeping each one's report in `ledger`; return stage 4's decisions.
     `run_id` (the trace id) and a random part name this run's generateName hooks: a retry
     or a merged trigger may share a trace, never a name."""
+    reports, seconds = len(ledger.reports), dict(ledger.seconds)
+    try:
+        return _run_stages(req, clients, caches, applier, progress, ledger, run_id=run_id)
+    except _ReadInventory:  # nothing written: forget this run's reports, keep earlier notes
+        del ledger.reports[reports:]
+        ledger.seconds.clear()
+        ledger.seconds.update(seconds)
+        again = dataclasses.replace(req, first_sync=False)
+        return _run_stages(again, clients, caches, applier, progress, ledger, run_id=run_id)
+
+
+def _run_stages(
+    req: SyncRequest,
+    clients: Clients,
+    caches: SyncCaches,
+    applier: Applier,
+    progress: Progress | None,
+    ledger: _Ledger,
+    *,
+    run_id: str = "",
+) -> dict[ObjectRef, Decision]:
     deadline = time.monotonic() + req.timeout
     clients.check(req)
     kube = clients.kube
@@ -286,16 +322,42 @@ def _stages(
         plan = order.plan(objects)
         span.set_attribute("gitfleet.waves", len(plan.waves))
     inventory_store = InventoryStore(clients.own)
-    stored = inventory_store.read(req.app)
-    _check_fence(req, inventory_store, stored)
+    presumed = _presumes_no_inventory(req, objects)  # read (or claimed) before the first write
+    stored = None if presumed else _read_inventory(req, inventory_store)
     inventory = _own_inventory(req, stored)
     ownership = _ownership(req, plan, stored, inventory)
     _guard_empty(req, objects, inventory)
+
+    def confirm(step: str) -> None:
+        """Before the first write: read the inventory presumed absent, or claim it."""
+        nonlocal presumed, stored, inventory
+        if not presumed:
+            return
+        presumed = False
+        req.check_lease(step)
+        if step == _CLAIM:
+            try:
+                stored = inventory_store.claim(req.owner, _entries(plan), fence=req.fence)
+                applier.writes += 1  # counted in a re-plan's note too
+                ledger.add(StageReport(writes=1))
+                return
+            except InventoryExists:
+                pass
+        stored = _read_inventory(req, inventory_store)
+        inventory = _own_inventory(req, stored)
+        # this app's inventory after all: prune and record use it from here on; only a legacy
+        # one (no uid) would have changed a decision (its ids count as ours): decide again
+        if stored is not None and inventory is not None and not stored.uid:
+            raise _ReadInventory(str(inventory_store.ref(req.app)))
+
     # 4. diff: live state, ownership, local comparison confirmed and validated by dry-run
     with _stage(ledger, "diff") as span:
         compared = _compared(plan, objects)
         fresh = _not_in(compared, inventory)
         diffed = diff_live(req, applier, compared, ownership, likely_new=fresh)
+        if presumed and isinstance(diffed.report.error, OwnershipConflict):
+            # perhaps a legacy id the inventory not read would have listed: decide with it
+            raise _ReadInventory(str(inventory_store.ref(req.app)))
         ledger.add(diffed.report)
         decisions = diffed.decisions
         span.set_attribute("gitfleet.out_of_sync", sum(d.apply for d in decisions.values()))
@@ -313,7 +375,13 @@ def _stages(
             plan = order.without_hooks(plan)  # an automated sync of an app in sync runs no hooks
         # the whole sync, hooks included, passes a server-side dry-run before the first write
         checked = validate_sync(
-            req, applier, diffed, hooks=_hook_objects(plan), waves=_waves(plan), deadline=deadline
+            req,
+            applier,
+            diffed,
+            hooks=_hook_objects(plan),
+            waves=_waves(plan),
+            deadline=deadline,
+            before_writes=lambda: confirm("the Namespaces and CRDs the dry-run needs"),
         )
         ledger.add(checked.report)
     if req.dry_run:
@@ -323,6 +391,8 @@ def _stages(
         return decisions
     # 5. apply: wave by wave, each waiting for health before the next
     with _stage(ledger, "apply") as span:
+        confirm(_CLAIM)
+        ownership = _ownership(req, plan, stored, inventory)
         waves = WaveRunner(
             kube,
             applier,
@@ -397,6 +467,40 @@ def _not_in(objects: list[Manifest], inventory: list[InventoryEntry] | None) -> 
     """The objects' refs that the inventory does not list (at any version): likely new."""
     listed = {key_of(entry.ref) for entry in inventory or []}
     return {ref for ref in map(ObjectRef.of, objects) if key_of(ref) not in listed}
+
+
+def _presumes_no_inventory(req: SyncRequest, objects: list[Manifest]) -> bool:
+    """Whether this sync skips the inventory read and claims the inventory before its first
+    write: a fenced first sync that writes (not a preview), with objects (an empty render
+    must see the inventory it would empty), and nothing that plans its prune before the
+    validation (a stored plan, a prune budget)."""
+    return (
+        req.first_sync
+        and req.guard is not None
+        and bool(objects)
+        and not req.dry_run
+        and req.plan_check is None
+        and not req.prune_budget.limited
+    )
+
+
+def _read_inventory(req: SyncRequest, store: InventoryStore) -> Inventory | None:
+    stored = store.read(req.app)
+    _check_fence(req, store, stored)
+    return stored
+
+
+def _owned(plan: order.SyncPlan) -> dict[ObjectRef, int]:
+    """What a sync of `plan` owns once applied, with its wave: its objects, never its hooks."""
+    return {s.ref: s.wave for w in plan.waves for s in w.steps if not s.is_hook}
+
+
+def _entries(plan: order.SyncPlan) -> list[InventoryEntry]:
+    return _sorted_entries(_owned(plan))
+
+
+def _sorted_entries(owned: Mapping[ObjectRef, int]) -> list[InventoryEntry]:
+    return sorted((InventoryEntry(ref, wave) for ref, wave in owned.items()), key=_entry_key)
 
 
 def _check_fence(req: SyncRequest, store: InventoryStore, stored: Inventory | None) -> None:
@@ -635,10 +739,10 @@ def _record(
 ) -> StageReport:
     """Save what this app now owns, stamped with its uid; an inventory another app of the same
     name left, or a legacy one just adopted, is replaced even when the entries are the same."""
-    entries = {s.ref: s.wave for w in plan.waves for s in w.steps if not s.is_hook}
+    entries = _owned(plan)
     if not req.prune:
         entries.update({ref: wave for ref, wave in pruning.delete})
-    new = sorted((InventoryEntry(ref, wave) for ref, wave in entries.items()), key=_entry_key)
+    new = _sorted_entries(entries)
     old = sorted(stored.entries if stored else [], key=_entry_key)
     fenced = stored is None or stored.fence == req.fence
     if new == old and fenced and (stored is None or stored.written_by(req.owner)):

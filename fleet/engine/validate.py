@@ -20,7 +20,7 @@ like every other write of a sync.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleet.engine.apply import Applier, Decision, LiveDiff
@@ -51,9 +51,11 @@ def validate_sync(
     hooks: Sequence[Manifest],
     waves: Mapping[ObjectRef, int],
     deadline: float,
+    before_writes: Callable[[], None] = lambda: None,
 ) -> Validated:
     """Dry-run what stage 4 could not (hooks, then the objects that wait for a Namespace or
-    CRD of this sync, once those are written); report any refusal as the report's error."""
+    CRD of this sync, once those are written); report any refusal as the report's error.
+    `before_writes` runs before the first of those writes (the sync's inventory check)."""
     decisions = list(diffed.decisions.values())
     checks = [_hook_decision(obj) for obj in _unique(hooks)]
     now = [d for d in checks if _can_dry_run(applier, d, diffed.new_namespaces)]
@@ -71,6 +73,7 @@ def validate_sync(
     if not later or request.dry_run:
         return Validated(StageReport(), diffed.create_namespace)
     request.check_lease("the Namespaces and CRDs the dry-run needs")
+    before_writes()
     written: list[ResourceResult] = []
     created = ""
     try:

@@ -3,11 +3,12 @@
 A worker in its steady state keeps a client per cluster (discovery cached) and a watch of each
 kind its apps manage (the labelled index prune reads). A warm-up app plays the apps the worker
 synced before; then the cold sync of a fenced one-object app is counted request by request: the
-inventory's read (every sync reads it before its first write and checks the fencing token on
-what it read), the dry-run that stands in for the object's read when the inventory does not list
-it (`fleet.engine.apply.Applier.probe`), the apply, and the inventory's create. The guarantees
-stay: the dry-run still comes before the first write, and the inventory write still carries the
-fencing token and its precondition.
+dry-run that stands in for the object's read when the inventory does not list it
+(`fleet.engine.apply.Applier.probe`), the inventory's create (the sync's first lease presumes
+there is none, and the create, refused with 409 when there is one, confirms it before the first
+write of an object), and the apply. The guarantees stay: the dry-run still comes before the
+first write, and the inventory is still written with the fencing token and a precondition
+before any object is. A sync that is not the first still reads the inventory first.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from fleet.model import Health, Manifest, ObjectRef, SyncStatus, Trigger
 from tests.integration.engine.sync_helpers import Scenario, scenario_for
 from tests.support import manifests as m
 
-COLD_BUDGET = 4
+COLD_BUDGET = 3
 NOOP_BUDGET = 3
 
 
@@ -148,24 +149,23 @@ def _recorded(s: Scenario) -> RecordingKube:
     return s.kube
 
 
-def test_a_cold_sync_of_a_one_object_app_makes_four_requests(
+def test_a_cold_sync_of_a_one_object_app_makes_three_requests(
     worker: Scenario, kube: KubeClient, namespace: str
 ) -> None:
     s, sent = worker, _recorded(worker)
     s.repo.commit({"app/one.yaml": m.configmap("one")})
     sent.take()
 
-    cold = _sync(s, token=10)
+    cold = _sync(s, token=10, first_sync=True)
     requests = sent.take()
     print("cold sync requests:", *requests, sep="\n  ")
     assert cold.error == "", cold.error
     assert (cold.sync_status, cold.health) == (SyncStatus.SYNCED, Health.HEALTHY)
     inventory = f"/api/v1/namespaces/gitfleet-system/configmaps/gitfleet-inventory-{s.app}"
     assert requests == [
-        f"GET {inventory}",
         f"PATCH dry-run /api/v1/namespaces/{namespace}/configmaps/one",
-        f"PATCH /api/v1/namespaces/{namespace}/configmaps/one",
         "POST /api/v1/namespaces/gitfleet-system/configmaps",
+        f"PATCH /api/v1/namespaces/{namespace}/configmaps/one",
     ], requests
     assert len(requests) <= COLD_BUDGET
     live = kube.get(_cm(namespace, "one"))
@@ -195,7 +195,7 @@ def test_an_invalid_object_is_still_refused_before_anything_is_written(
     s = worker
     bad = m.configmap("bad", extra_meta="  labels: {bad: 'no spaces allowed'}\n")
     s.repo.commit({"app/good.yaml": m.configmap("good"), "app/bad.yaml": bad})
-    result = _sync(s)
+    result = _sync(s, first_sync=True)  # the inventory claim waits for the validation too
     assert result.error_stage == "apply" and "dry-run refused" in result.error, result.error
     assert "ConfigMap/" in result.error and "bad" in result.error
     assert kube.get(_cm(namespace, "good")) is None, "written before the dry-run of the sync"
@@ -211,7 +211,7 @@ def test_an_object_another_app_owns_is_not_taken_over_by_a_cold_sync(
     s.repo.commit({"other/shared.yaml": m.configmap("shared", "owner: other")})
     assert _sync(s, "other", app=f"other-{namespace}").error == ""
     s.repo.commit({"app/shared.yaml": m.configmap("shared", "owner: mine")})
-    taken = _sync(s)
+    taken = _sync(s, first_sync=True)
     assert "tracked by" in taken.error and f"other-{namespace}" in taken.error, taken.error
     live = kube.get(_cm(namespace, "shared"))
     assert live is not None and live["data"] == {"owner": "other"}

@@ -30,12 +30,14 @@ import pytest
 
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
-from fleet.engine.inventory import InventoryStore
-from fleet.engine.plan.tracking import APP_LABEL, TRACKING_ANNOTATION
+from fleet.engine.contract import NewerRequest, SyncRequest
+from fleet.engine.inventory import InventoryEntry, InventoryStore
+from fleet.engine.plan.tracking import APP_LABEL, TRACKING_ANNOTATION, Owner, mark
 from fleet.errors import LeaseLost
 from fleet.kube.client import KubeClient
 from fleet.kube.kubeconfig import ServiceAccount
 from fleet.model import ObjectRef, SyncStatus, Trigger
+from tests.integration.conformance.test_wave_timeout import stuck_deployment
 from tests.integration.engine.sync_helpers import Scenario, scenario_for
 from tests.integration.engine.test_request_budget import (
     Guard,
@@ -45,6 +47,8 @@ from tests.integration.engine.test_request_budget import (
     _sync,
 )
 from tests.support import manifests as m
+
+WAVE_1 = '  annotations:\n    gitfleet.io/sync-wave: "1"\n'
 
 
 @pytest.fixture
@@ -363,7 +367,9 @@ def test_a_retry_refused_again_ends_without_recording_synced(
         interfering.close()
     print("refused again:", result.error_stage, result.error)
     assert result.error != "" and result.sync_status != SyncStatus.SYNCED, result
-    assert interfering.edits == 1, "the sync read the inventory more than once"
+    # read at the start, and once more after the refused write (written since by an older
+    # token? then it writes over it once): never a loop
+    assert interfering.edits == 2, f"the sync read the inventory {interfering.edits} times"
     fence, _ = _inventory_names(kube, s.app)
     assert fence == 30
 
@@ -429,3 +435,195 @@ def test_a_missing_namespace_is_still_created_when_asked(
         assert _data(kube, _cm(target, "a")) == {"k": "v"}
     finally:
         kube.delete(ObjectRef("", "v1", "Namespace", "", target))
+
+
+# -- attack 6: a first sync that presumes there is no inventory (`SyncRequest.first_sync`) ----
+
+
+def _inventory_path(app: str) -> str:
+    return f"/api/v1/namespaces/gitfleet-system/configmaps/gitfleet-inventory-{app}"
+
+
+def test_a_stale_holder_of_the_first_lease_writes_nothing(
+    primed: Scenario, tmp_path: Path, kube: KubeClient
+) -> None:
+    """The instance's first lease (token 1) was taken over by a newer worker, which synced the
+    newer revision at token 30; the first holder resumes its sync of the older revision,
+    presuming no inventory. Its claim is refused (409: the newer one's inventory exists), it
+    reads token 30 and stops before writing any object."""
+    s = primed
+    old, _ = _newer_holder_moves_on(s, tmp_path)
+    stale = _sync(s, guard=_StaleGuard(1), revision=old, first_sync=True)
+    _assert_newer_revision_won(s, kube, stale)
+
+
+def test_a_wrong_presumption_reads_the_inventory_and_still_prunes(
+    primed: Scenario, kube: KubeClient, namespace: str
+) -> None:
+    """The registry lost its tokens (a Redis restored from an old backup): the instance's
+    lease is at token 1 again, though the app synced {a, c} at token 5. Presuming no inventory
+    must not make the sync forget what it owns: the refused claim makes it read the
+    inventory, move its token past 5, decide again with it and prune `c`, which the newer
+    revision drops."""
+    s = primed
+    s.repo.commit({"app/a.yaml": m.configmap("a"), "app/c.yaml": m.configmap("c")})
+    assert _sync(s, token=5).error == ""
+    head = s.repo.commit({"app/c.yaml": None})
+    result = _sync(s, token=1, first_sync=True)
+    assert result.error == "", result.error
+    assert (result.sync_status, result.revision) == (SyncStatus.SYNCED, head)
+    assert _data(kube, _cm(namespace, "c")) is None, "c was left although the app dropped it"
+    assert _data(kube, _cm(namespace, "a")) is not None
+    assert _inventory_names(kube, s.app) == (6, ["a"])
+
+
+def test_a_first_sync_replaces_the_inventory_a_deleted_app_of_the_same_name_left(
+    primed: Scenario, kube: KubeClient, namespace: str
+) -> None:
+    """An app was deleted without its inventory being removed, and a new app of the same
+    name syncs for the first time: its claim is refused, it reads an inventory that is not
+    its own (another uid), owns nothing of it, and replaces it with its own."""
+    s = primed
+    s.repo.commit({"app/old.yaml": m.configmap("old")})
+    assert _sync(s, token=3, app_uid="uid-of-the-deleted-app").error == ""
+    s.repo.commit({"app/old.yaml": None, "app/new.yaml": m.configmap("new")})
+    result = _sync(s, token=1, first_sync=True, app_uid="uid-of-the-new-app")
+    assert result.error == "", result.error
+    stored = InventoryStore(kube).read(s.app)
+    assert stored is not None and stored.uid == "uid-of-the-new-app", stored
+    assert [e.ref.name for e in stored.entries] == ["new"]
+    assert _data(kube, _cm(namespace, "old")) is not None, "pruned another app's object"
+
+
+def test_a_first_sync_that_creates_its_namespace_reads_the_inventory_before(
+    primed: Scenario, kube: KubeClient
+) -> None:
+    """An object in a namespace the sync creates cannot be dry-run until that namespace is
+    written, before the validation ends: that early write must not come before the inventory
+    check either, so the sync reads the inventory first instead of claiming it after."""
+    s = primed
+    ns = f"{s.namespace}-new"
+    s.repo.commit({"app/a.yaml": m.configmap("a")})
+    sent = s.kube
+    assert isinstance(sent, RecordingKube)
+    sent.take()
+    try:
+        result = _sync(s, token=1, first_sync=True, create_namespace=True, namespace=ns)
+        requests = sent.take()
+        print("requests:", *requests, sep="\n  ")
+        assert result.error == "", result.error
+        writes = [i for i, r in enumerate(requests) if not r.startswith(("GET", "PATCH dry-run"))]
+        first_write = writes[0]
+        reads = requests[:first_write]
+        assert requests[first_write] == f"PATCH /api/v1/namespaces/{ns}", requests
+        assert f"GET {_inventory_path(s.app)}" in reads, requests
+        assert _inventory_names(kube, s.app) == (1, ["a"])
+    finally:
+        kube.delete(ObjectRef("", "v1", "Namespace", "", ns))
+
+
+def test_a_legacy_app_first_sync_decides_again_with_its_inventory(
+    primed: Scenario, kube: KubeClient, namespace: str
+) -> None:
+    """An app older than uids (legacy tracking ids, a legacy inventory) gets lease token 1
+    after a registry import: presuming no inventory, its own objects look like another
+    app's; the sync must read the inventory and decide again, not fail."""
+    s = primed
+    app = f"legacy-{namespace}"
+    s.repo.commit({"app/kept.yaml": m.configmap("kept")})
+    for name in ("kept", "dropped"):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+        body["metadata"]["namespace"] = namespace
+        kube.apply(mark(body, Owner(app)))
+    InventoryStore(kube).save(Owner(app), [InventoryEntry(_cm(namespace, "kept"), 0)])
+    result = _sync(s, app=app, app_uid="uid-legacy", adopt_legacy=True, token=1, first_sync=True)
+    assert result.error == "", result.error
+    stored = InventoryStore(kube).read(app)
+    assert stored is not None and stored.uid == "uid-legacy", stored
+
+
+@dataclasses.dataclass
+class _RacyStaleGuard:
+    """A stale holder whose lease check passes once, right before its inventory claim (the
+    race), and fails at every later check."""
+
+    token: int
+
+    def __call__(self, step: str) -> None:
+        if step != "the inventory claim":
+            raise LeaseLost(f"lease token {self.token} is no longer current before {step}")
+
+    def advance(self, past: int) -> None:
+        raise LeaseLost(f"lease token {self.token} is no longer current")
+
+
+def test_a_stale_claim_racing_the_current_holder_does_not_fail_it(
+    primed: Scenario, kube: KubeClient, namespace: str
+) -> None:
+    """The current holder (token 2) read no inventory; then a stale first holder's claim (token
+    1, the older revision) lands before the current one records. The current holder must
+    still succeed and leave its own inventory, not fail on the stale one's."""
+    s = primed
+    old = s.repo.commit({"app/a.yaml": m.configmap("a", "v: one")})
+    s.repo.commit({"app/a.yaml": m.configmap("a", "v: two"), "app/c.yaml": m.configmap("c")})
+    stale: list[Any] = []
+
+    @dataclasses.dataclass
+    class Current:
+        token: int
+
+        def __call__(self, step: str) -> None:
+            if not stale:  # at the current holder's first lease check, after its read
+                request = s.request(
+                    "app",
+                    prune=True,
+                    trigger=Trigger.INTERVAL,
+                    guard=_RacyStaleGuard(1),
+                    first_sync=True,
+                    revision=old,
+                )
+                stale.append(sync.run(request, kube=s.kube, caches=s.caches))
+
+        def advance(self, past: int) -> None:
+            self.token = max(self.token, past + 1)
+
+    current = _sync(s, guard=Current(2))
+    assert stale[0].error_stage == "lease", stale[0].error
+    assert current.error == "", current.error
+    assert _data(kube, _cm(namespace, "a")) == {"v": "two"}
+    assert _inventory_names(kube, s.app) == (2, ["a", "c"])
+
+
+def test_a_first_sync_re_planned_at_a_newer_revision_keeps_its_note(
+    primed: Scenario, kube: KubeClient
+) -> None:
+    """A first sync claims the inventory, then a newer revision cancels its health wait: the
+    re-plan must not presume again (its own claim would be refused) and the result still
+    says what was cancelled."""
+    s = primed
+    s.repo.commit(
+        {
+            "app/web.yaml": stuck_deployment("web"),
+            "app/later.yaml": m.configmap("later", "rev: a", extra_meta=WAVE_1),
+        }
+    )
+    pushed: list[str] = []
+
+    def newer() -> NewerRequest | None:
+        if not pushed and s.get("apps/v1", "Deployment", "web") is not None:
+            change = {"app/web.yaml": None, "app/later.yaml": m.configmap("later", "rev: b")}
+            pushed.append(s.repo.commit(change))
+        return NewerRequest("HEAD", "push-1") if pushed else None
+
+    result = _sync(s, token=1, first_sync=True, newer=newer)
+    assert result.error == "", result.error
+    assert (result.revision, result.sync_status) == (pushed[0], SyncStatus.SYNCED)
+    assert "re-planned" in result.message, result.message
+    assert _inventory_names(kube, s.app) == (1, ["later"])
+
+
+def test_the_first_sync_hint_leaves_the_fingerprint_alone() -> None:
+    """The next periodic check compares fingerprints: a first sync's must be the same."""
+    request = SyncRequest(app="x", repo="r", path="p")
+    hinted = dataclasses.replace(request, first_sync=True)
+    assert sync.fingerprint_of(request, "k") == sync.fingerprint_of(hinted, "k")
