@@ -51,18 +51,24 @@ def test_the_inventory_refuses_a_stale_holders_write(kube: KubeClient, namespace
     store.save(SHOP, entries, fence=1, stored=None)  # a create
     first = store.read("shop")
     assert first is not None and first.fence == 1 and first.resource_version
-    with pytest.raises(LeaseLost, match="409"):
-        store.save(SHOP, entries, fence=5, stored=None)  # another created it meanwhile
     store.save(SHOP, entries, fence=2, stored=first)
     second = store.read("shop")
     assert second is not None and second.fence == 2
     with pytest.raises(LeaseLost, match="409"):
-        store.save(SHOP, [], fence=3, stored=first)  # read before the token-2 write
+        store.save(SHOP, [], fence=1, stored=None)  # read nothing; token 2 created it since
+    with pytest.raises(LeaseLost, match="409"):
+        store.save(SHOP, [], fence=1, stored=first)  # read before the token-2 write
     with pytest.raises(LeaseLost, match="newer than this sync's 1"):
         store.save(SHOP, [], fence=1, stored=second)
     third = store.read("shop")
     assert third == second and third is not None and third.fence == 2
-    store.save(SHOP, [], stored=third)  # unfenced (standalone): no precondition, no token
+    # the newest holder (token 3) read `first`; an older token wrote since (a stale holder's
+    # claim): it writes over that once, keeping what that version listed for the next prune
+    store.save(SHOP, [InventoryEntry(_cm(namespace, "b"), 0)], fence=3, stored=first)
+    fourth = store.read("shop")
+    assert fourth is not None and fourth.fence == 3
+    assert sorted(e.ref.name for e in fourth.entries) == ["a", "b"]
+    store.save(SHOP, [], stored=fourth)  # unfenced (standalone): no precondition, no token
     unfenced = store.read("shop")
     assert unfenced is not None and unfenced.fence == 0 and unfenced.entries == []
 
