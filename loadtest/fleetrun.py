@@ -1,7 +1,8 @@
 """The system under test as processes, started the way `deploy.demo` starts it.
 
-`Fleet` runs redis-server, a smart-HTTP git server (`loadtest.gitserve`, the product's
-`deploy.gitserver` with its request log on), the coordinator (`python -m cli.main api`) and W
+`Fleet` runs redis-server, a smart-HTTP git server (`loadtest.gitserve`: git's own
+`git http-backend` by default, or the product's dulwich `deploy.gitserver`, with a request log),
+the coordinator (`python -m cli.main api`) and W
 workers (`python -m cli.main worker --name N`), each a process of its own with its log in the
 run folder, all sharing one environment: GITFLEET_REDIS_URL, GITFLEET_ADMIN_TOKEN,
 GITFLEET_SECRET_KEY, GITFLEET_WEBHOOK_SECRET, GITFLEET_TRACE_FILE, GITFLEET_CACHE_DIR and
