@@ -19,8 +19,10 @@ so a stale lease holder stops before its first write. A fenced first sync
 (`SyncRequest.first_sync`) presumes there is none and confirms that before its first write
 instead: by claiming it (a create the API server refuses when one exists) as the apply stage
 starts, or by reading it before validation writes a Namespace or CRD. A refused claim reads
-the inventory and goes on as if it had read it first; if the inventory is this app's, the
-stages run again with it (nothing was written), so a wrong presumption costs requests only.
+the inventory, checks its token, and goes on with it as if it had read it first (prune and
+record use it); only a legacy inventory (no uid), whose ids would have changed what stage 4
+decided, runs the stages again with it. Nothing is written before, so a wrong presumption
+costs requests only.
 
 Stages return a `StageReport` of what they did (`fleet.engine.report`); this module keeps the
 reports in order, with each stage's duration, and folds them into the `SyncResult` at the end.
@@ -254,8 +256,9 @@ class Clients:
 
 
 class _ReadInventory(Exception):
-    """A sync that presumed its app had no inventory found one that changes what it decided
-    (nothing written yet): run the stages again, reading the inventory first."""
+    """A sync that presumed its app had no inventory found a legacy one, or met an object whose
+    legacy id such an inventory might list (nothing written yet): run the stages again,
+    reading the inventory first."""
 
 
 def _stages(
