@@ -102,7 +102,7 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class ObjectRef:
     """Identity of one Kubernetes object. Prints as `Kind/namespace/name`."""
 

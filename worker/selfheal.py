@@ -44,6 +44,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -90,14 +91,14 @@ class SelfHeal:
         s = runtime.settings
         self.fights = Fights(base=s.debounce, limit=s.fight_limit, window=s.fight_window)
         self._watches: dict[WatchKey, _Running] = {}
-        self._declared: dict[str, set[ObjectRef]] = {}
+        self._declared: dict[str, AbstractSet[ObjectRef]] = {}
         self._due: dict[str, _Due] = {}
         self._gave_up: set[str] = set()
         self._heal: set[str] = set()  # instances whose app self-heals (the rest are watched only)
         self.touched: dict[str, float] = {}  # instance -> time of the last event on its objects
         self._lock = threading.Lock()
         self._healing_apps: set[str] = set()
-        self._status_objects: dict[str, set[ObjectRef]] = {}  # instance -> from its status
+        self._status_objects: dict[str, AbstractSet[ObjectRef]] = {}  # instance -> from its status
         self._full_reload_at = 0.0
         self._shard_stamp: object = None  # the shard map's stamp at the last full refresh
         self._wanted: set[WatchKey] = set()  # the watches the declared objects need
@@ -149,7 +150,7 @@ class SelfHeal:
     def _heals_instance(self, instance: str) -> bool:
         return instance in self._healing_apps
 
-    def _owned_declarations(self) -> dict[str, set[ObjectRef]] | None:
+    def _owned_declarations(self) -> dict[str, AbstractSet[ObjectRef]] | None:
         """instance -> the objects its last sync declared, for every instance this worker owns
         (self-heal apps heal from the events; the others use them for quiet periodic checks);
         None when neither the registry nor the live workers changed since the last refresh.
@@ -192,7 +193,7 @@ class SelfHeal:
         with self._lock:
             current, fresh = self._status_objects, self._declared_meanwhile
             self._status_objects = {
-                i: current.get(i, set()) if i in fresh or i not in loaded else loaded[i]
+                i: current.get(i, frozenset()) if i in fresh or i not in loaded else loaded[i]
                 for i in owned
             }
             self._healing_apps = healing
@@ -251,10 +252,10 @@ class SelfHeal:
             log.warning("cluster=%s cannot read %s: %s", cluster, ref, e)
             return False
 
-    def _load_declared(self, instances: list[str]) -> dict[str, set[ObjectRef]]:
+    def _load_declared(self, instances: list[str]) -> dict[str, AbstractSet[ObjectRef]]:
         raws = self.runtime.store.log.raw_statuses([split_instance(i) for i in instances])
         return {
-            i: declared_refs(raw) if raw is not None else set()
+            i: declared_refs(raw) if raw is not None else frozenset()  # one shared empty set
             for i, raw in zip(instances, raws, strict=True)
         }
 

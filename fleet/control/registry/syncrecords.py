@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from sys import intern
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -375,7 +376,10 @@ def declared_refs(raw: bytes) -> set[ObjectRef]:
             if r["action"] not in _ACTIONS or not all(type(p) is str for p in parts):
                 raise TypeError("not a resource record as this version writes it")
             if parts[2] and r["action"] not in _NOT_DECLARED:
-                refs.add(ObjectRef(*parts))
+                group, version, kind, namespace, name = parts  # kept for long: share repeats
+                refs.add(
+                    ObjectRef(intern(group), intern(version), intern(kind), intern(namespace), name)
+                )
         return refs
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
         status = STATUS.validate_json(raw)
