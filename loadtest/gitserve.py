@@ -36,8 +36,9 @@ from dulwich.web import WSGIRequestHandlerLogger
 
 from deploy import gitserver
 from deploy.gitserver import App, Environ, StartResponse
+from loadtest.presets import GIT_SERVERS
 
-BACKENDS = ("git", "dulwich")
+BACKENDS = GIT_SERVERS
 CGI_TIMEOUT_S = 120.0
 _CGI_VARIABLES = ("REQUEST_METHOD", "QUERY_STRING", "CONTENT_TYPE", "CONTENT_LENGTH", "REMOTE_ADDR")
 

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.faults.settings import add_arguments as fault_arguments
-from loadtest.gitserve import BACKENDS
 
 PRESETS: dict[str, dict[str, int]] = {
     "small": {"apps": 200, "objects_per_app": 1, "clusters": 2, "workers": 2, "commits": 20},
     "large": {"apps": 10_000, "objects_per_app": 1, "clusters": 3, "workers": 2, "commits": 20},
 }
 MAX_TRACING_APPS = 300
+# What can serve the bench's repositories (`loadtest.gitserve`, imported only when it runs:
+# its dulwich and wsgiref imports would add ~0.1 s to every `gitfleet` process's start).
+GIT_SERVERS = ("git", "dulwich")
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--git-server",
-        choices=BACKENDS,
+        choices=GIT_SERVERS,
         default="git",
         help="what serves the bench's repositories: git's own http-backend (git hosts' C "
         "code) or dulwich's pure-Python server (the demo's; about 0.35 s of its CPU per fetch "
