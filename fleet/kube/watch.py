@@ -24,6 +24,7 @@ import logging
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +86,8 @@ class Watch:
         self._by_label: dict[str, tuple[Key, ...]] = {}
         self.server_timeout = server_timeout
         self.read_timeout = read_timeout
-        self.cache: dict[Key, bytes] = {}  # compact objects, JSON-encoded (see `compact`)
+        self.cache: dict[Key, bytes] = {}  # compact objects, packed (see `Packer`)
+        self._packer = Packer()
         self.listed_at: float | None = None  # first complete list (time.time())
         self.in_step = False  # listed and watching with no gap since: no event can be missing
         self._http = urllib3.PoolManager(
@@ -105,7 +107,7 @@ class Watch:
         """The last state seen of one object (None when not seen or deleted)."""
         with self._lock:
             found = self.cache.get((namespace, name))
-        return None if found is None else orjson.loads(found)
+        return None if found is None else self._packer.unpack(found)
 
     def labelled(self, value: str) -> list[Manifest] | None:
         """Cached objects whose `index_label` is `value`; None while the watch is not in step
@@ -115,7 +117,7 @@ class Watch:
                 return None
             keys = self._by_label.get(value, ())
             found = [self.cache[k] for k in keys if k in self.cache]
-        return [orjson.loads(raw) for raw in found]
+        return [self._packer.unpack(packed) for packed in found]
 
     def run(self, on_event: Callable[[Event], None]) -> None:
         """List, then watch until `stop()`; errors are logged and the watch starts over."""
@@ -156,12 +158,12 @@ class Watch:
         items = {_key(obj): self._typed(obj) for obj in body.get("items", [])}
         with self._lock:
             baseline, old = not self.cache, self.cache
-            self.cache = {key: _encode(obj) for key, obj in items.items()}
+            self.cache = {key: self._packer.pack(obj) for key, obj in items.items()}
             self._by_label = {}
             for key, obj in items.items():
                 self._index(key, None, obj)
         if not baseline:
-            for event in _changes({k: orjson.loads(v) for k, v in old.items()}, items):
+            for event in _changes({k: self._packer.unpack(v) for k, v in old.items()}, items):
                 on_event(event)
         if self.listed_at is None:
             self.listed_at = time.time()
@@ -216,10 +218,10 @@ class Watch:
     def _remember(self, kind: str, obj: Manifest) -> Manifest | None:
         key = _key(obj)
         with self._lock:
-            raw = self.cache.pop(key, None)
-            old = None if raw is None else orjson.loads(raw)
+            packed = self.cache.pop(key, None)
+            old = None if packed is None else self._packer.unpack(packed)
             if kind != "DELETED":
-                self.cache[key] = _encode(obj)
+                self.cache[key] = self._packer.pack(obj)
             self._index(key, old, None if kind == "DELETED" else obj)
             return old
 
@@ -261,10 +263,30 @@ def compact(obj: Manifest) -> Manifest:
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
-def _encode(obj: Manifest) -> bytes:
-    """The cached form of an object: `compact` as JSON bytes, a fifth of the same dicts' heap.
-    Copied to a bytes object of its own size: orjson's result keeps a 4 KiB buffer."""
-    return bytes(memoryview(orjson.dumps(compact(obj))))
+class Packer:
+    """The cached form of an object: `compact` as JSON, deflated against a preset dictionary
+    that is the first object packed. One watch sees one kind in one fleet, whose objects share
+    most of their bytes (field names, gitfleet's managedFields entry, label keys, namespaces),
+    so each keeps about what is its own: a one-object app's ConfigMap takes about 100 bytes
+    instead of 650 of JSON (and a fifth of that as dicts). Packing costs about 9 us, unpacking
+    about 1.5 us. The dictionary never changes once chosen, as every packed value needs it.
+
+    Not thread-safe for the first `pack`: the watch packs under its lock."""
+
+    def __init__(self) -> None:
+        self._zdict = b""
+
+    def pack(self, obj: Manifest) -> bytes:
+        raw = orjson.dumps(compact(obj))
+        if not self._zdict:
+            self._zdict = raw
+        deflate = zlib.compressobj(zdict=self._zdict)
+        return deflate.compress(raw) + deflate.flush()
+
+    def unpack(self, packed: bytes) -> Manifest:
+        inflate = zlib.decompressobj(zdict=self._zdict)
+        found: Manifest = orjson.loads(inflate.decompress(packed) + inflate.flush())
+        return found
 
 
 def _label(obj: Manifest | None, name: str) -> str | None:

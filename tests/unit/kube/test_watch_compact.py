@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
-from fleet.kube.watch import compact
+from fleet.kube.watch import Packer, compact
 from worker.drift import owned_paths
 
 LIVE = {
@@ -39,3 +40,26 @@ def test_compact_keeps_identity_marks_and_gitfleet_ownership_only():
     assert "data" not in small
     assert owned_paths(small) == owned_paths(LIVE) == {"f:data.f:k"}
     assert len(json.dumps(small)) < len(json.dumps(LIVE)) / 10
+
+
+def _sibling(i: int) -> dict:
+    obj = copy.deepcopy(LIVE)
+    meta = obj["metadata"]
+    meta["name"], meta["uid"], meta["resourceVersion"] = f"settings-{i}", f"uid-{i:08x}", str(i)
+    meta["annotations"]["gitfleet.io/tracking"] = f"shop:/ConfigMap:shop/settings-{i}"
+    return obj
+
+
+def test_packed_objects_unpack_to_their_compact_form_whichever_came_first():
+    packer = Packer()
+    odd = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "é", "labels": {}}}
+    objects = [_sibling(i) for i in range(5)] + [odd, {}]
+    packed = [packer.pack(obj) for obj in objects]
+    assert [packer.unpack(p) for p in packed] == [compact(obj) for obj in objects]
+
+
+def test_packing_keeps_about_what_each_object_has_of_its_own():
+    packer = Packer()
+    packer.pack(_sibling(0))
+    size = len(packer.pack(_sibling(12345)))
+    assert size < len(json.dumps(compact(_sibling(12345)))) / 3
