@@ -281,6 +281,8 @@ def _background(run: Run) -> Counter[RequestKey]:
     idle = meter.read()
     run.add("idle_worker_cpu_cores", idle["workers"] / window, "cores used by idle workers")
     run.add("idle_api_cpu_cores", idle["api"] / window, "cores used by the idle API")
+    unit = "cores used by the testbed's kube-apiservers and etcd with gitfleet idle"
+    run.add("idle_apiservers_etcd_cpu_cores", idle["apiservers_etcd"] / window, unit)
     run.add("background_requests_per_s", sum(counts.values()) / window, "apiserver requests/s")
     return Counter({k: v / window for k, v in counts.items()})
 
