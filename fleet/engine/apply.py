@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from fleet.engine import scope
 from fleet.engine.contract import ResourceResult, SyncRequest
@@ -48,6 +49,9 @@ from fleet.engine.report import StageReport
 from fleet.errors import ApplyError, FleetError, KubeApiError, OwnershipConflict
 from fleet.kube.client import KubeClient
 from fleet.model import Action, Health, Manifest, ObjectRef
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 LIST_THRESHOLD = 4  # objects of one kind in one namespace above which a LIST beats GETs
 REPLACE_HINT = "Set gitfleet.io/sync-options: Replace=true to recreate it."
@@ -100,11 +104,23 @@ class Applier:
         self.kube = kube
         self.force = force
         self.boundaries = boundaries
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply")
+        self.workers = workers
+        self._pool: ThreadPoolExecutor | None = None  # started by the first call with 2 items
         self.writes = 0
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def _each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`fn` of each item, in order, concurrently on the pool; a single item runs on the
+        calling thread (most apps hold one object per tier: no thread to start or wake)."""
+        items = list(items)
+        if len(items) < 2:
+            return [fn(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply")
+        return list(self._pool.map(fn, items))
 
     # -- decide and validate ------------------------------------------------------------------
 
@@ -118,7 +134,7 @@ class Applier:
             if ref in servable:
                 groups[(ref.api_version, ref.kind, ref.namespace)].append(ref)
         found: dict[ObjectRef, Manifest | None] = dict.fromkeys(refs)
-        for part in self.pool.map(self._fetch_group, groups.items()):
+        for part in self._each(self._fetch_group, groups.items()):
             found.update(part)
         return found
 
@@ -166,7 +182,7 @@ class Applier:
         self, objects: Sequence[Manifest], ignore: diff.IgnoreRules
     ) -> dict[ObjectRef, Decision]:
         """`probe` each object concurrently; the decisions of those the server would create."""
-        found = self.pool.map(lambda obj: self.probe(obj, ignore=ignore), objects)
+        found = self._each(lambda obj: self.probe(obj, ignore=ignore), objects)
         return {d.ref: d for d in found if d is not None}
 
     def confirm(self, decision: Decision) -> None:
@@ -197,9 +213,7 @@ class Applier:
     def decide_all(
         self, items: Sequence[tuple[Manifest, Manifest | None, bool]], ignore: diff.IgnoreRules
     ) -> list[Decision]:
-        return list(
-            self.pool.map(lambda i: self.decide(i[0], i[1], ignore=ignore, can_dry_run=i[2]), items)
-        )
+        return self._each(lambda i: self.decide(i[0], i[1], ignore=ignore, can_dry_run=i[2]), items)
 
     # -- apply --------------------------------------------------------------------------------
 
@@ -244,7 +258,7 @@ class Applier:
             except FleetError as e:
                 return d, None, e
 
-        return list(self.pool.map(run, decisions))
+        return self._each(run, decisions)
 
     def _recreate(self, decision: Decision, *, deadline: float) -> Manifest:
         self.kube.delete(decision.ref, propagation="Foreground")
