@@ -1,7 +1,7 @@
 """Phase 7a: memory per cached live object, in the workers and in one watch cache alone.
 
 The workers keep every live object their self-heal watches see (`fleet.kube.watch.Watch`, one per
-cluster and kind, holding a compact form of each object as JSON bytes). Their RSS is sampled,
+cluster and kind, holding a compact form of each object, packed: `Packer`). Their RSS is sampled,
 with the number of objects those caches hold, when a quarter of the cold sync is done and again
 after it, so the fixed costs a fresh process pays at its first syncs (imports, connection pools,
 the git pack) fall outside the difference. The same cache is also built here, in the bench

@@ -263,6 +263,9 @@ def compact(obj: Manifest) -> Manifest:
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
+ZDICT_BYTES = 32 * 1024  # deflate's window: a longer preset dictionary is cut to its end
+
+
 class Packer:
     """The cached form of an object: `compact` as JSON, deflated against a preset dictionary
     that is the first object packed. One watch sees one kind in one fleet, whose objects share
@@ -279,7 +282,7 @@ class Packer:
     def pack(self, obj: Manifest) -> bytes:
         raw = orjson.dumps(compact(obj))
         if not self._zdict:
-            self._zdict = raw
+            self._zdict = raw[-ZDICT_BYTES:]  # all deflate can use of it
         deflate = zlib.compressobj(zdict=self._zdict)
         return deflate.compress(raw) + deflate.flush()
 

@@ -63,3 +63,12 @@ def test_packing_keeps_about_what_each_object_has_of_its_own():
     packer.pack(_sibling(0))
     size = len(packer.pack(_sibling(12345)))
     assert size < len(json.dumps(compact(_sibling(12345)))) / 3
+
+
+def test_a_first_object_longer_than_deflates_window_still_packs_the_rest():
+    packer = Packer()
+    big = _sibling(0)
+    big["metadata"]["managedFields"][0]["fieldsV1"] = {f"f:k{i}": {} for i in range(8000)}
+    objects = [big, _sibling(1), _sibling(2)]
+    packed = [packer.pack(obj) for obj in objects]
+    assert [packer.unpack(p) for p in packed] == [compact(obj) for obj in objects]
