@@ -38,7 +38,6 @@ from deploy import gitserver
 from deploy.gitserver import App, Environ, StartResponse
 from loadtest.presets import GIT_SERVERS
 
-BACKENDS = GIT_SERVERS
 CGI_TIMEOUT_S = 120.0
 _CGI_VARIABLES = ("REQUEST_METHOD", "QUERY_STRING", "CONTENT_TYPE", "CONTENT_LENGTH", "REMOTE_ADDR")
 
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--repo", action="append", default=[], help="NAME=PATH (repeatable)")
-    parser.add_argument("--backend", choices=BACKENDS, default="git")
+    parser.add_argument("--backend", choices=GIT_SERVERS, default="git")
     args = parser.parse_args(argv)
     repos = {n: Path(p) for n, p in (item.split("=", 1) for item in args.repo)}
     url, stack = serve(repos, args.port, args.backend)

@@ -12,10 +12,11 @@ import pytest
 from fleet.engine.source.cache import SourceCache
 from fleet.errors import SourceError
 from loadtest import gitserve
+from loadtest.presets import GIT_SERVERS
 from tests.support.gitrepo import GitRepo
 
 
-@pytest.fixture(params=gitserve.BACKENDS)
+@pytest.fixture(params=GIT_SERVERS)
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[GitRepo, str]]:
     origin = GitRepo.create(tmp_path / "origin")
     origin.commit({"apps/web/cm.yaml": "kind: ConfigMap\n"}, "initial")
