@@ -2,10 +2,13 @@
 
 py-spy samples a process from outside by reading its memory (`--nonblocking`: the target is
 never paused, so the CPU the bench reads from /proc stays the target's own; py-spy's cost shows
-only as load on the machine). Each process gets two recorders at the same rate: one draws the
-flame graph (`--format flamegraph`, an SVG), the other writes the collapsed stacks (`--format
-raw`, one `frame;frame;... count` line per stack) that other tools can diff or redraw; py-spy
-writes one format per run. A recorder runs until it is sent SIGINT, on which py-spy writes its
+only as load on the machine). It samples only the thread holding the GIL (`--gil`), so a
+profile shows where the process spends its Python CPU: without it, every thread blocked on a
+socket (a worker's watches, its HTTP pool) would show as busy and drown the code that runs.
+Each process gets a recorder per format at the same rate: one draws the flame graph
+(`--format flamegraph`, an SVG), the other writes the collapsed stacks (`--format raw`, one
+`frame;frame;... count` line per stack) that other tools can diff or redraw; py-spy writes
+one format per run. A recorder runs until it is sent SIGINT, on which py-spy writes its
 file (or until the target exits).
 
 Profiling never fails a run: when py-spy is not installed, cannot attach (ptrace refused by the
@@ -20,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,10 @@ ATTACH_TIMEOUT_S = 15.0
 SAMPLING = b"Sampling process"  # py-spy's banner once it has attached
 FORMATS = {"flamegraph": "svg", "raw": "txt"}
 INSTALL = "pip install 'gitfleet[bench]' (py-spy)"
-IDLE = "no samples: the process was idle for the whole phase (py-spy leaves idle stacks out)"
+IDLE = (
+    "no samples: the process ran no Python for the whole phase (py-spy --gil samples only "
+    "the thread holding the GIL)"
+)
 
 
 def py_spy() -> str | None:
@@ -131,12 +137,21 @@ class Profiler:
     profiles/), py-spy's own logs under `logs`; `entries` lists every profile taken so far."""
 
     def __init__(
-        self, folder: Path, logs: Path, *, rate: int = RATE, binary: str | None = None
+        self,
+        folder: Path,
+        logs: Path,
+        *,
+        rate: int = RATE,
+        binary: str | None = None,
+        formats: Sequence[str] = tuple(FORMATS),
     ) -> None:
         self.folder = folder
         self.logs = logs
         self.rate = rate
         self.binary = binary or py_spy()
+        if "raw" not in formats or not set(formats) <= set(FORMATS):
+            raise ValueError(f"formats: 'raw' and any of {sorted(FORMATS)}, not {formats}")
+        self.formats = tuple(formats)
         self.entries: list[Profile] = []
         self._running: dict[tuple[str, str, int], dict[str, Recorder]] = {}
 
@@ -148,7 +163,7 @@ class Profiler:
         self.logs.mkdir(parents=True, exist_ok=True)
         started: list[Recorder] = []
         for process, pid in targets.items():
-            recorders = {fmt: self._record(phase, process, pid, fmt) for fmt in FORMATS}
+            recorders = {fmt: self._record(phase, process, pid, fmt) for fmt in self.formats}
             self._running[(phase, process, pid)] = recorders
             started += recorders.values()
 
@@ -164,7 +179,7 @@ class Profiler:
         output.unlink(missing_ok=True)
         if self.binary is None:
             return Recorder(output, log, None, f"py-spy is not installed: {INSTALL}")
-        cmd = [self.binary, "record", "--pid", str(pid), "--format", fmt]
+        cmd = [self.binary, "record", "--pid", str(pid), "--format", fmt, "--gil"]
         cmd += ["--rate", str(self.rate), "--nonblocking", "-o", str(output)]
         try:
             with log.open("wb") as sink:
@@ -187,7 +202,7 @@ class Profiler:
         return found
 
     def _profile(self, phase: str, process: str, pid: int, rec: dict[str, Recorder]) -> Profile:
-        svg, raw = rec["flamegraph"], rec["raw"]
+        svg, raw = rec.get("flamegraph"), rec["raw"]
         count = samples(raw.output)
         problems = {f: p for f, r in rec.items() if (p := r.problem()) is not None}
         if raw.error is None and count == 0:  # attached and stopped well, saw nothing
@@ -197,7 +212,7 @@ class Profiler:
             phase=phase,
             process=process,
             pid=pid,
-            svg=None if "flamegraph" in problems else self._relative(svg.output),
+            svg=None if svg is None or "flamegraph" in problems else self._relative(svg.output),
             collapsed=None if "raw" in problems else self._relative(raw.output),
             samples=count,
             error=error,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loadtest import plots, profiling
+from loadtest import plots, profiling, tracecost
 
 REQUIRED_FIGURES = (
     "raw_limit_objects_per_s",
@@ -80,11 +80,17 @@ METHODS = {
     "tracing": "six cold syncs of fresh subsets (manual apps, synced by POST /sync at once, "
     "timed from the first request), each by workers restarted with the span exporter "
     "(GITFLEET_TRACE_FILE) on, off, off, on, on, off and left to settle first; overhead = 1 - "
-    "on/off throughput",
+    "on/off throughput; tracing_cpu_overhead_share = on/off worker CPU per object - 1. Each "
+    "round's workers are profiled (py-spy record --gil --nonblocking, "
+    f"{tracecost.PROFILE_RATE} samples/s, collapsed stacks): tracing_exporter_cpu_share = "
+    "samples whose stack passes through the span export path (loadtest.tracecost."
+    "EXPORT_FRAMES) / all samples, over the on-rounds; details.tracing.exporter_samples has "
+    "both sides (the off side must have none exporting)",
 }
 
 PROFILES_METHOD = (  # in `methods` only when the run profiled (--profile)
-    f"py-spy record --nonblocking ({profiling.RATE} samples/s) of the API and each worker "
+    f"py-spy record --gil --nonblocking ({profiling.RATE} samples/s: only the thread holding "
+    "the GIL, so the stacks are where Python CPU goes) of the API and each worker "
     "from the start to the end of the cold sync and of the steady-state no-op cycle, stopped "
     "by SIGINT; an SVG flame graph and the collapsed stacks per process, in "
     "profiles/<phase>-<process>.svg|.txt; idle stacks are left out"

@@ -13,7 +13,10 @@ exporter on (GITFLEET_TRACE_FILE) or off, in the order on, off, off, on, on, off
 the shared machine over time weighs on both sides alike and each side's mean has three
 samples. Each round waits until the restarted workers have settled (watches listed, startup
 refresh done: with 10,000 apps that takes seconds) before its apps exist, then creates them as
-manual apps and requests their syncs at once, so the clock covers syncing only.
+manual apps and requests their syncs at once, so the clock covers syncing only. Every round's
+workers are also profiled (py-spy `--gil`, at the same rate on both sides), and the exporter's
+share of the on-rounds' samples is the figure that does not move with the machine
+(`loadtest.tracecost`); in the off-rounds that share must be nil.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from fleet.control.routing.sharding import load_stats, moved_share
 from loadtest.context import Meter, Run, app_bodies, sync_requests
 from loadtest.fleetrun import PREFIX
 from loadtest.phases import WATCH_SETTLE_S, timeout_for
+from loadtest.profiling import Profile, Profiler
+from loadtest.tracecost import PROFILE_RATE, ExportShare, file_share
 from loadtest.workload import App
 
 TRACING_ORDER = (True, False, False, True, True, False)
@@ -78,9 +83,12 @@ def worker_apps(text: str) -> dict[str, int]:
 
 
 def tracing(run: Run) -> None:
+    profiler = Profiler(
+        run.work / "tracing-profiles", run.work / "py-spy", rate=PROFILE_RATE, formats=("raw",)
+    )
     rows = [
-        traced_cold_sync(run, subset, enabled=enabled)
-        for enabled, subset in zip(TRACING_ORDER, run.subsets, strict=True)
+        traced_cold_sync(run, subset, enabled=enabled, profiler=profiler, round_=i)
+        for i, (enabled, subset) in enumerate(zip(TRACING_ORDER, run.subsets, strict=True))
     ]
     on = [r for r in rows if r["tracing"]]
     off = [r for r in rows if not r["tracing"]]
@@ -91,11 +99,24 @@ def tracing(run: Run) -> None:
     run.add("tracing_overhead_share", 1 - on_rate / off_rate, unit)
     cpu_on, cpu_off = _mean(on, "worker_cpu_ms_per_object"), _mean(off, "worker_cpu_ms_per_object")
     run.add("tracing_cpu_overhead_share", cpu_on / cpu_off - 1, "extra worker CPU per object")
-    run.details["tracing"] = {"rounds": rows}
+    profiled = _profiled(on), _profiled(off)
+    if all(p.samples for p in profiled):  # else py-spy failed: the rows' profiles say why
+        unit = "share of worker CPU samples in the span export path (py-spy --gil, exporter on)"
+        run.add("tracing_exporter_cpu_share", profiled[0].share, unit)
+    run.details["tracing"] = {
+        "rounds": rows,
+        "exporter_samples": {
+            side: {"samples": p.samples, "exporting": p.exporting}
+            for side, p in zip(("on", "off"), profiled, strict=True)
+        },
+    }
 
 
-def traced_cold_sync(run: Run, subset: list[App], *, enabled: bool) -> dict[str, Any]:
-    """A cold sync of `subset` (fresh apps) by settled workers started with tracing `enabled`."""
+def traced_cold_sync(
+    run: Run, subset: list[App], *, enabled: bool, profiler: Profiler, round_: int
+) -> dict[str, Any]:
+    """A cold sync of `subset` (fresh apps) by settled workers started with tracing `enabled`,
+    each worker profiled from just before the sync requests until every app settled."""
     fleet, timeout = run.fleet, timeout_for(len(subset))
     fleet.wait_idle(timeout=timeout)
     fleet.stop_workers()
@@ -104,10 +125,15 @@ def traced_cold_sync(run: Run, subset: list[App], *, enabled: bool) -> dict[str,
     fleet.wait_idle(timeout=timeout)
     bodies = app_bodies(run, subset, run.repo_url(), automated=False)
     run.api.bulk(bodies, concurrency=run.params.create_concurrency)
+    workers = {name: proc.pid for name, proc in sorted(fleet.workers().items())}
+    profiler.start(f"round{round_ + 1}-{'on' if enabled else 'off'}", workers)
     meter, started = Meter.start(run.groups()), time.time()
-    run.api.bulk(sync_requests(subset), concurrency=run.params.concurrency)
-    settled = run.board.wait(subset, since=started, timeout=timeout)
-    seconds, cpu = max(s.finished for s in settled.values()) - started, meter.read()
+    try:
+        run.api.bulk(sync_requests(subset), concurrency=run.params.concurrency)
+        settled = run.board.wait(subset, since=started, timeout=timeout)
+        seconds, cpu = max(s.finished for s in settled.values()) - started, meter.read()
+    finally:
+        profiles = profiler.stop()
     objects = len(subset) * run.params.objects_per_app
     return {
         "tracing": enabled,
@@ -115,7 +141,28 @@ def traced_cold_sync(run: Run, subset: list[App], *, enabled: bool) -> dict[str,
         "seconds": round(seconds, 3),
         "objects_per_s": round(objects / seconds, 2),
         "worker_cpu_ms_per_object": round(1000 * cpu["workers"] / objects, 3),
+        "profiles": [_round_profile(run, p) for p in profiles],
     }
+
+
+def _round_profile(run: Run, profile: Profile) -> dict[str, Any]:
+    found = _share(run, profile)
+    row = {"worker": profile.process, "samples": found.samples, "exporting": found.exporting}
+    return row | ({"error": profile.error} if profile.error else {})
+
+
+def _share(run: Run, profile: Profile) -> ExportShare:
+    if profile.collapsed is None:
+        return ExportShare(0, 0)
+    return file_share(run.work / profile.collapsed)
+
+
+def _profiled(rows: list[dict[str, Any]]) -> ExportShare:
+    total = ExportShare(0, 0)
+    for row in rows:
+        for p in row["profiles"]:
+            total += ExportShare(p["samples"], p["exporting"])
+    return total
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> float:

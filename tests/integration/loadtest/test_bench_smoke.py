@@ -75,6 +75,13 @@ def test_bench_writes_every_figure_with_a_unit_and_every_chart_as_a_png(
         assert redis["per_app_by_command"], phase  # a sync or a check runs some commands
         assert redis["server_commands"] > redis["bench_own_commands"] > 0, phase
     assert figures["redis_ops_per_cold_sync"]["unit"] == "Redis commands per app"
+    # the tracing rounds' own profiles: the exporter's share is read where it runs, and a
+    # worker without an exporter has no sample in the export path
+    exporter = report["details"]["tracing"]["exporter_samples"]
+    assert exporter["on"]["samples"] > 0 and exporter["off"]["samples"] > 0
+    assert exporter["off"]["exporting"] == 0
+    share = exporter["on"]["exporting"] / exporter["on"]["samples"]
+    assert figures["tracing_exporter_cpu_share"]["value"] == pytest.approx(share, abs=1e-4)
     assert "profiles" not in report and not (out / "profiles").exists()  # no --profile
     for name in CHARTS:
         assert (out / name).read_bytes().startswith(PNG_SIGNATURE), name

@@ -1,0 +1,73 @@
+"""What the span exporter costs a worker, read from the worker's own CPU profile (issue 16).
+
+The tracing phase (`loadtest.scaling.tracing`) compares worker CPU per object between cold
+syncs with the exporter on and off. On a shared 2-core machine that comparison is noisy: rounds
+with the same setting differ by more than a tenth, more than the exporter can cost. So the
+rounds with the exporter on are also profiled (py-spy `--gil`, collapsed stacks: only the thread
+holding the GIL is sampled, so the samples are the worker's Python CPU), and the exporter's
+share is the share of samples whose stack passes through the export path: the batch span
+processor taking a finished span (`on_end`, on the thread that ended it), its export thread,
+and the exporters themselves (`EXPORT_FRAMES`). Creating and ending spans is left out: a worker
+does that with the exporter off too (a provider is always installed, `fleet.telemetry.sdk`), so
+it is not what switching the exporter on costs.
+
+Both sides of the share come from the same samples, so a machine that runs slower or faster
+for a while changes neither. CPU spent outside Python (TLS, zlib, the kernel) is not sampled;
+the export path spends almost none, so the share is, if anything, higher than the exporter's
+share of all the worker's CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE_RATE = 100  # py-spy samples per second per worker: two recorders, nothing else profiled
+EXPORT_FRAMES = (  # class-qualified function names as py-spy prints them ("Class.method (file)")
+    "BatchSpanProcessor.",
+    "BatchProcessor.",  # the SDK's shared batching queue and thread behind BatchSpanProcessor
+    "SimpleSpanProcessor.",
+    "FileSpanExporter.",  # fleet.telemetry.sdk
+    "OTLPSpanExporter.",
+)
+
+
+@dataclass(frozen=True)
+class ExportShare:
+    """Samples of one or more collapsed-stack profiles, and those in the export path."""
+
+    samples: int
+    exporting: int
+
+    @property
+    def share(self) -> float:
+        return self.exporting / self.samples if self.samples else 0.0
+
+    def __add__(self, other: ExportShare) -> ExportShare:
+        return ExportShare(self.samples + other.samples, self.exporting + other.exporting)
+
+
+def exports(stack: str) -> bool:
+    """Whether a collapsed stack (`frame;frame;...`) passes through the export path."""
+    return any(frame.startswith(EXPORT_FRAMES) for frame in stack.split(";"))
+
+
+def export_share(lines: Iterable[str]) -> ExportShare:
+    """The samples of collapsed-stack lines (`frame;frame;... count`), and how many export."""
+    samples = exporting = 0
+    for line in lines:
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        samples += int(count)
+        exporting += int(count) if exports(stack) else 0
+    return ExportShare(samples, exporting)
+
+
+def file_share(collapsed: Path) -> ExportShare:
+    """`export_share` of a py-spy `--format raw` file (empty when there is none)."""
+    if not collapsed.exists():
+        return ExportShare(0, 0)
+    with collapsed.open(errors="replace") as lines:
+        return export_share(lines)
