@@ -4,7 +4,8 @@ Every second the active scheduler
 1. requests an `interval` sync of every automated app instance that is due: last requested at
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
-   out; an instance never requested is due at once. An instance whose sync windows block
+   out; an instance never requested is due at once, and asked for a sync rather than a quiet
+   check (no check can find an instance never synced quiet). An instance whose sync windows block
    automated syncs is not requested (and not marked as requested, so it runs as soon as the
    window allows); the reason is kept in `<p>:scheduler:blocked` for people to read. One app's
    bad record never stops the tick: a sync window that cannot be evaluated (stored before the
@@ -148,7 +149,7 @@ class Scheduler:
             if reason:
                 blocked.update({instance_key(app.name, c): reason for c in due})
             elif due:
-                dispatched += self._request(app, due, now)
+                dispatched += self._request(app, due, last, now)
         self._remember_blocked(blocked)
         self._forget_gone(last, current)
         return dispatched, blocked
@@ -187,15 +188,22 @@ class Scheduler:
         interval = app.sync_policy.interval_s
         return next_due(last[instance], interval, jitter_share=JITTER_SHARE, key=instance) <= now
 
-    def _request(self, app: AppRecord, clusters: list[str], now: float) -> list[str]:
+    def _request(
+        self, app: AppRecord, clusters: list[str], last: dict[str, float], now: float
+    ) -> list[str]:
         done = []
         for cluster in clusters:
+            first = instance_key(app.name, cluster) not in last
             with telemetry.stage("scheduler.interval", app=app.name, cluster=cluster):
                 carrier: dict[str, str] = {}
                 propagate.inject(carrier)
                 try:
                     self.dispatcher.request_sync(
-                        app.name, cluster, trigger=Trigger.INTERVAL, carrier=carrier
+                        app.name,
+                        cluster,
+                        trigger=Trigger.INTERVAL,
+                        carrier=carrier,
+                        check_first=not first,
                     )
                 except NoWorkers:
                     raise

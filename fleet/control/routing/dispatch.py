@@ -10,7 +10,9 @@ The API, the scheduler and the workers (retries, self-heal) all go through `Disp
 - An interval request for an instance with no sync pending is a quiet check
   (`fleet.control.routing.checks`): parked for its owner's worker, which judges such checks in
   batches and hands those that are not quiet to the normal path above. Its `JobRef` names the
-  check (`check-...`), and `wait` follows it to the sync it was handed to, if any.
+  check (`check-...`), and `wait` follows it to the sync it was handed to, if any. The
+  scheduler's first request for an instance skips the check (`check_first=False`): a check of
+  an instance never synced can only hand it on, for one more round trip through Redis.
 - Dry runs (diffs) are read-only and never merge: each is its own job on the owner's queue, so
   a diff answers for the state it was asked about and never turns into a write.
 - `claim` / `finish` are the worker's half of the pending-sync protocol; `defer` / `pump` hold
@@ -147,13 +149,15 @@ class Dispatcher:
         dry_run: bool = False,
         carrier: dict[str, str] | None = None,
         prune: bool | None = None,
+        check_first: bool = True,
     ) -> JobRef:
-        """`prune`: a person's choice for this sync only (None: the app's syncPolicy.prune)."""
+        """`prune`: a person's choice for this sync only (None: the app's syncPolicy.prune);
+        `check_first` False: an interval request goes straight to a sync, not a quiet check."""
         intent = Intent(trigger, revision or "", dict(carrier or {}), prune=prune)
         instance = instance_key(app, cluster)
         if dry_run:
             return self._preview(instance, intent)
-        if self.quiet_checks and trigger == Trigger.INTERVAL:
+        if self.quiet_checks and check_first and trigger == Trigger.INTERVAL:
             asked = self._quiet_check(instance, intent)
             if asked is not None:
                 return asked

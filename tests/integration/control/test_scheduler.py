@@ -65,3 +65,22 @@ def test_a_deleting_app_is_not_scheduled(registry: FleetEnv) -> None:
     app = registry.add_app(registry.app_name(0), "eu", automated=True)
     registry.store.put_app(replace(app, deleting=True), create=False)
     assert Scheduler(registry.store, registry.dispatcher).tick(5.0).dispatched == []
+
+
+def test_an_instance_never_requested_gets_a_sync_and_one_requested_before_a_quiet_check(
+    registry: FleetEnv,
+) -> None:
+    """A quiet check of an instance never synced could only hand it on to a sync: the first
+    request goes straight to one; later interval requests are quiet checks, as before."""
+    _setup(registry)
+    new, known = registry.app_name(0), registry.app_name(1)
+    registry.add_app(new, "eu", automated=True, interval_s=60)
+    registry.add_app(known, "eu", automated=True, interval_s=60)
+    scheduler = Scheduler(registry.store, registry.dispatcher)
+    new_at, known_at = instance_key(new, "eu"), instance_key(known, "eu")
+    registry.redis.hset(scheduler.last_key, known_at, 0.0)  # requested long ago: due again
+    assert sorted(scheduler.tick(1000.0).dispatched) == sorted([new_at, known_at])
+    pending = registry.dispatcher.pending
+    assert pending.get(new_at) is not None and pending.get(known_at) is None
+    parked = registry.dispatcher.checks.drain("w-a")
+    assert [check.instance for check in parked] == [known_at]
