@@ -3,8 +3,9 @@
 py-spy samples a process from outside by reading its memory (`--nonblocking`: the target is
 never paused, so the CPU the bench reads from /proc stays the target's own; py-spy's cost shows
 only as load on the machine). It samples only the thread holding the GIL (`--gil`), so a
-profile shows where the process spends its Python CPU: without it, every thread blocked on a
-socket (a worker's watches, its HTTP pool) would show as busy and drown the code that runs.
+profile shows where the process spends its Python CPU and never a thread waiting, whatever
+py-spy's idle heuristics make of it; CPU spent with the GIL released (TLS, zlib, system calls)
+is not in it.
 Each process gets a recorder per format at the same rate: one draws the flame graph
 (`--format flamegraph`, an SVG), the other writes the collapsed stacks (`--format raw`, one
 `frame;frame;... count` line per stack) that other tools can diff or redraw; py-spy writes

@@ -32,7 +32,7 @@ from loadtest.context import Meter, Run, app_bodies, sync_requests
 from loadtest.fleetrun import PREFIX
 from loadtest.phases import WATCH_SETTLE_S, timeout_for
 from loadtest.profiling import Profile, Profiler
-from loadtest.tracecost import PROFILE_RATE, ExportShare, file_share
+from loadtest.tracecost import PROFILE_RATE, ExportShare, export_tail_s, file_share
 from loadtest.workload import App
 
 TRACING_ORDER = (True, False, False, True, True, False)
@@ -116,7 +116,8 @@ def traced_cold_sync(
     run: Run, subset: list[App], *, enabled: bool, profiler: Profiler, round_: int
 ) -> dict[str, Any]:
     """A cold sync of `subset` (fresh apps) by settled workers started with tracing `enabled`,
-    each worker profiled from just before the sync requests until every app settled."""
+    each worker profiled from just before the sync requests until the spans of the last sync
+    are exported (`export_tail_s` after every app settled; as long with the exporter off)."""
     fleet, timeout = run.fleet, timeout_for(len(subset))
     fleet.wait_idle(timeout=timeout)
     fleet.stop_workers()
@@ -132,6 +133,7 @@ def traced_cold_sync(
         run.api.bulk(sync_requests(subset), concurrency=run.params.concurrency)
         settled = run.board.wait(subset, since=started, timeout=timeout)
         seconds, cpu = max(s.finished for s in settled.values()) - started, meter.read()
+        time.sleep(export_tail_s(fleet.env))  # the spans still queued: exported while profiled
     finally:
         profiles = profiler.stop()
     objects = len(subset) * run.params.objects_per_app

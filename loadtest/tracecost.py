@@ -7,7 +7,9 @@ rounds with the exporter on are also profiled (py-spy `--gil`, collapsed stacks:
 holding the GIL is sampled, so the samples are the worker's Python CPU), and the exporter's
 share is the share of samples whose stack passes through the export path: the batch span
 processor taking a finished span (`on_end`, on the thread that ended it), its export thread,
-and the exporters themselves (`EXPORT_FRAMES`). Creating and ending spans is left out: a worker
+and the exporters themselves (`EXPORT_FRAMES`). Each round is profiled from its first sync
+request until `export_tail_s` after its last sync settled, so the spans still queued when the
+round ends are exported inside the profile. Creating and ending spans is left out: a worker
 does that with the exporter off too (a provider is always installed, `fleet.telemetry.sdk`), so
 it is not what switching the exporter on costs.
 
@@ -19,11 +21,13 @@ share of all the worker's CPU.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 PROFILE_RATE = 100  # py-spy samples per second per worker: two recorders, nothing else profiled
+SCHEDULE_DELAY_MS = 5000  # the SDK's default OTEL_BSP_SCHEDULE_DELAY
 EXPORT_FRAMES = (  # class-qualified function names as py-spy prints them ("Class.method (file)")
     "BatchSpanProcessor.",
     "BatchProcessor.",  # the SDK's shared batching queue and thread behind BatchSpanProcessor
@@ -46,6 +50,17 @@ class ExportShare:
 
     def __add__(self, other: ExportShare) -> ExportShare:
         return ExportShare(self.samples + other.samples, self.exporting + other.exporting)
+
+
+def export_tail_s(env: Mapping[str, str] = os.environ) -> float:
+    """How long to keep profiling after a round's last sync so the batch processor has exported
+    every span of it: it exports a batch when 512 spans wait or its timer fires, every
+    OTEL_BSP_SCHEDULE_DELAY ms; a second more for the export itself."""
+    try:
+        delay_ms = float(env.get("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_MS))
+    except ValueError:
+        delay_ms = SCHEDULE_DELAY_MS
+    return max(delay_ms, 0.0) / 1000 + 1.0
 
 
 def exports(stack: str) -> bool:

@@ -4,7 +4,9 @@ Most periodic (interval) syncs find nothing to do (`worker.quiet`): the last syn
 nothing touched the instance's objects since, and git still says the same. Carrying each of
 those through an rq job (claim, lease, journal, status, finish, rq's own bookkeeping) cost many
 times the check itself, so an interval request for an instance with no sync pending or running
-is parked here instead, for its owner's worker to judge in batches:
+is parked here instead, for its owner's worker to judge in batches (except the scheduler's
+first request for an instance, which goes straight to a sync: `Dispatcher.request_sync`'s
+`check_first`):
 
 - `ask` (the dispatcher): one Lua call puts the instance into the owner's waiting checks,
   `<p>:checks:<worker>` (sorted by when it was asked) with its check id and intent in

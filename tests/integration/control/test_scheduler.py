@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fleet.control.registry.instances import instance_key
-from fleet.control.registry.records import ClusterCredentials, ClusterRecord
+from fleet.control.registry.records import (
+    ClusterCredentials,
+    ClusterRecord,
+    RolloutSpec,
+    RolloutStep,
+)
 from fleet.control.routing import membership
 from fleet.control.scheduler import Scheduler
 from fleet.control.windows import SyncWindow
@@ -71,16 +76,27 @@ def test_an_instance_never_requested_gets_a_sync_and_one_requested_before_a_quie
     registry: FleetEnv,
 ) -> None:
     """A quiet check of an instance never synced could only hand it on to a sync: the first
-    request goes straight to one; later interval requests are quiet checks, as before."""
+    request goes straight to one, and the next due request is a quiet check again. An app with
+    a rollout keeps the check at first too: its hand-off gives the rollout time to pin a new
+    cluster to the stable revision before any sync of it runs."""
     _setup(registry)
-    new, known = registry.app_name(0), registry.app_name(1)
+    new, known, rolled = registry.app_name(0), registry.app_name(1), registry.app_name(2)
     registry.add_app(new, "eu", automated=True, interval_s=60)
     registry.add_app(known, "eu", automated=True, interval_s=60)
+    app = registry.add_app(rolled, "eu", automated=True, interval_s=60)
+    steps = (RolloutStep(max_parallel="1"),)
+    registry.store.put_app(replace(app, rollout=RolloutSpec(steps=steps)), create=False)
     scheduler = Scheduler(registry.store, registry.dispatcher)
     new_at, known_at = instance_key(new, "eu"), instance_key(known, "eu")
+    rolled_at = instance_key(rolled, "eu")
     registry.redis.hset(scheduler.last_key, known_at, 0.0)  # requested long ago: due again
-    assert sorted(scheduler.tick(1000.0).dispatched) == sorted([new_at, known_at])
+    assert sorted(scheduler.tick(1000.0).dispatched) == sorted([new_at, known_at, rolled_at])
     pending = registry.dispatcher.pending
-    assert pending.get(new_at) is not None and pending.get(known_at) is None
+    assert pending.get(new_at) is not None
+    assert pending.get(known_at) is None and pending.get(rolled_at) is None
     parked = registry.dispatcher.checks.drain("w-a")
-    assert [check.instance for check in parked] == [known_at]
+    assert sorted(check.instance for check in parked) == sorted([known_at, rolled_at])
+    registry.redis.delete(pending.key(new_at))  # as if its sync ran; next due: a check
+    assert new_at in scheduler.tick(1000.0 + 3600).dispatched
+    assert pending.get(new_at) is None
+    assert new_at in [check.instance for check in registry.dispatcher.checks.drain("w-a")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtest.tracecost import ExportShare, export_share, exports, file_share
+from loadtest.tracecost import ExportShare, export_share, export_tail_s, exports, file_share
 
 SYNC = "Thread.run (threading.py:982);run (fleet/engine/sync.py:77)"
 ENDING = SYNC + ";Span.end (sdk/trace/__init__.py:1);BatchSpanProcessor.on_end (x.py:2)"
@@ -37,3 +37,9 @@ def test_a_missing_file_has_no_samples_and_a_written_one_is_read(tmp_path: Path)
     written = tmp_path / "round1-on-worker-1.txt"
     written.write_text(f"{SYNC} 7\n{ENDING} 3\n")
     assert file_share(written) == ExportShare(10, 3)
+
+
+def test_the_profile_outlasts_the_batch_processors_timer_by_a_second() -> None:
+    assert export_tail_s({}) == 6.0  # the SDK's default: every 5 s
+    assert export_tail_s({"OTEL_BSP_SCHEDULE_DELAY": "500"}) == 1.5
+    assert export_tail_s({"OTEL_BSP_SCHEDULE_DELAY": "soon"}) == 6.0  # the SDK ignores it too
