@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -125,12 +125,21 @@ def reason(log: Path) -> str:
     return " ".join(dict.fromkeys(said))
 
 
+def stacks(collapsed: Path) -> Iterator[tuple[str, int]]:
+    """Each stack of a collapsed-stacks file (`frame;frame;... count` lines) with its count;
+    other lines are skipped, and a file never written has none."""
+    if not collapsed.exists():
+        return
+    with collapsed.open(errors="replace") as lines:
+        for line in lines:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if stack and count.isdigit():
+                yield stack, int(count)
+
+
 def samples(collapsed: Path) -> int:
     """Samples in a collapsed-stacks file (the count ending each line)."""
-    if not collapsed.exists():
-        return 0
-    lines = collapsed.read_text(errors="replace").splitlines()
-    return sum(int(x.rsplit(" ", 1)[1]) for x in lines if x.rsplit(" ", 1)[-1].isdigit())
+    return sum(count for _, count in stacks(collapsed))
 
 
 class Profiler:

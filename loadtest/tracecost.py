@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.profiling import stacks
+
 PROFILE_RATE = 100  # py-spy samples per second per worker: two recorders, nothing else profiled
 SCHEDULE_DELAY_MS = 5000  # the SDK's default OTEL_BSP_SCHEDULE_DELAY
 EXPORT_FRAMES = (  # class-qualified function names as py-spy prints them ("Class.method (file)")
@@ -68,21 +70,15 @@ def exports(stack: str) -> bool:
     return any(frame.startswith(EXPORT_FRAMES) for frame in stack.split(";"))
 
 
-def export_share(lines: Iterable[str]) -> ExportShare:
-    """The samples of collapsed-stack lines (`frame;frame;... count`), and how many export."""
+def export_share(counted: Iterable[tuple[str, int]]) -> ExportShare:
+    """The samples of collapsed stacks (each with its count), and how many export."""
     samples = exporting = 0
-    for line in lines:
-        stack, _, count = line.rstrip("\n").rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        samples += int(count)
-        exporting += int(count) if exports(stack) else 0
+    for stack, count in counted:
+        samples += count
+        exporting += count if exports(stack) else 0
     return ExportShare(samples, exporting)
 
 
 def file_share(collapsed: Path) -> ExportShare:
     """`export_share` of a py-spy `--format raw` file (empty when there is none)."""
-    if not collapsed.exists():
-        return ExportShare(0, 0)
-    with collapsed.open(errors="replace") as lines:
-        return export_share(lines)
+    return export_share(stacks(collapsed))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loadtest.profiling import stacks
 from loadtest.tracecost import ExportShare, export_share, export_tail_s, exports, file_share
 
 SYNC = "Thread.run (threading.py:982);run (fleet/engine/sync.py:77)"
@@ -23,9 +24,13 @@ def test_the_processor_queue_and_the_exporters_count_and_making_spans_does_not()
     assert not exports(SYNC + ";MyBatchProcessor.run (m.py:1)")
 
 
-def test_the_share_weighs_each_stack_by_its_count_and_skips_lines_that_are_not_stacks() -> None:
+def test_the_share_weighs_each_stack_by_its_count_and_skips_lines_that_are_not_stacks(
+    tmp_path: Path,
+) -> None:
     lines = [f"{SYNC} 90\n", f"{EXPORTING} 6\n", f"{QUEUEING} 4\n", "garbage\n", "\n", f"{SYNC} x"]
-    found = export_share(lines)
+    (tmp_path / "stacks.txt").write_text("".join(lines))
+    found = file_share(tmp_path / "stacks.txt")
+    assert export_share(stacks(tmp_path / "stacks.txt")) == found
     assert found == ExportShare(samples=100, exporting=10)
     assert found.share == 0.1
     assert (found + ExportShare(100, 0)).share == 0.05
