@@ -13,7 +13,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from api.rolloutschemas import RolloutIn
 from api.schemas import ApiModel, Labels, Name, Seconds
@@ -33,6 +40,7 @@ from fleet.engine.render.substitute import is_name
 from fleet.engine.source.cache import GitCredentials
 from fleet.engine.source.remotes import shown
 
+MAX_BATCH = 500  # apps per POST /apps/batch
 STORED = "stored"  # validation context of `AppIn.of`: a record read back, not a request
 
 
@@ -309,6 +317,22 @@ def _policy_data(policy: SyncPolicy) -> dict[str, object]:
         "prune_propagation": policy.prune_propagation,
         "deletion_timeout": policy.deletion_timeout_s,
     }
+
+
+class AppBatchIn(ApiModel):
+    """Several new apps, created together or not at all (POST /apps/batch)."""
+
+    apps: list[AppIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+    @field_validator("apps")
+    @classmethod
+    def _distinct_names(cls, apps: list[AppIn]) -> list[AppIn]:
+        seen: set[str] = set()
+        for app in apps:
+            if app.name in seen:
+                raise ValueError(f"app {app.name} appears twice in the batch")
+            seen.add(app.name)
+        return apps
 
 
 class SyncIn(ApiModel):

@@ -143,6 +143,12 @@ class RollbackAccepted(Accepted):
     automated_paused: bool
 
 
+class BatchCreated(View):
+    """What POST /apps/batch answers (201): the apps it created, in the order given."""
+
+    created: tuple[str, ...]
+
+
 class Deleted(View):
     """What DELETE answers: `deleted` at once (no cascade, or no instance), or `deleting` while
     each instance's worker prunes (202, with the trace and the jobs)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.appschemas import MAX_BATCH
 from api.client import CoordinatorClient
 from deploy.testbed.process import wait_for
 from fleet.kube.client import KubeClient
@@ -113,28 +114,29 @@ def app_bodies(
     selector: dict[str, str] | None = None,
     automated: bool = True,
 ) -> list[tuple[str, str, Any]]:
-    """POST /api/v1/apps bodies: automated (unless told otherwise), prune and self-heal on, a
-    long interval (the cycles here are triggered on purpose, never by the clock); each app on
-    its cluster, or on every cluster matching `selector`."""
+    """POST /api/v1/apps/batch requests of at most MAX_BATCH apps each, as a platform team
+    onboards a fleet: automated (unless told otherwise), prune and self-heal on, a long interval
+    (the cycles here are triggered on purpose, never by the clock); each app on its cluster, or
+    on every cluster matching `selector`."""
     policy = {
         "automated": automated,
         "prune": True,
         "selfHeal": True,
         "interval": run.params.interval_s,
     }
-    return [
-        (
-            "POST",
-            "/api/v1/apps",
-            {
-                "name": app.name,
-                "source": {"repo": repo_url, "path": app.path, "revision": "HEAD"},
-                "destination": {"namespace": run.namespace}
-                | ({"clusterSelector": selector} if selector else {"cluster": app.cluster}),
-                "syncPolicy": policy,
-            },
-        )
+    bodies = [
+        {
+            "name": app.name,
+            "source": {"repo": repo_url, "path": app.path, "revision": "HEAD"},
+            "destination": {"namespace": run.namespace}
+            | ({"clusterSelector": selector} if selector else {"cluster": app.cluster}),
+            "syncPolicy": policy,
+        }
         for app in apps
+    ]
+    return [
+        ("POST", "/api/v1/apps/batch", {"apps": bodies[i : i + MAX_BATCH]})
+        for i in range(0, len(bodies), MAX_BATCH)
     ]
 
 

@@ -9,7 +9,9 @@ transaction. The repository URL must be one the fleet fetches
 (`fleet.engine.source.remotes`: https or ssh, http only for GITFLEET_INSECURE_GIT_HOSTS, no
 user-info, no local path or dot segment: 422 naming the rule). Git credentials are bound to the
 URL they were given for: a PUT that changes the URL without giving them again drops them, and
-its answer says so in `warnings`.
+its answer says so in `warnings`. POST /apps/batch creates up to 500 apps with the same checks,
+in one transaction (all or none; the error names the app by its index), for onboarding a fleet
+without one request and one registry round per app.
 
 DELETE `cascade=true` (the default, as in Argo CD) marks the app `deleting` and asks each
 instance's worker to prune everything the app owns (trigger `delete`); the worker removes the
@@ -28,12 +30,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
 
-from api.appschemas import AppIn
+from api.appschemas import AppBatchIn, AppIn
 from api.auth import Principal, authorize, can_see, require_project
 from api.deps import DispatcherDep, SettingsDep, StoreDep
 from api.settings import Settings
 from api.syncs import request_syncs
-from api.views import AppSummary, AppView, Deleted, app_view, summaries
+from api.views import AppSummary, AppView, BatchCreated, Deleted, app_view, summaries
 from fleet.control.policy import check_app_allowed, default_refusal
 from fleet.control.registry.records import AppRecord, Role, TokenRecord
 from fleet.control.registry.store import InUse, InvalidReference, NotFound, Store
@@ -115,6 +117,28 @@ def create_app(
     record = store.put_app(record, credentials=body.git_credentials(), create=True)
     log.info("app %s created in project %s by %s", record.name, record.project, principal.name)
     return app_view(store, record)
+
+
+@router.post("/batch", status_code=201)
+def create_apps(
+    body: AppBatchIn, store: StoreDep, principal: Principal, settings: SettingsDep
+) -> BatchCreated:
+    """Create up to MAX_BATCH apps at once, each checked as POST /apps checks one, in one
+    registry transaction: all of them or none. An error names the app (its index in `apps`)."""
+    items = []
+    for i, app in enumerate(body.apps):
+        record = app.record()
+        try:
+            require_project(principal, app.project)
+            check_allowed(store, record, principal=principal, settings=settings)
+        except HTTPException as e:
+            raise HTTPException(e.status_code, f"apps.{i} ({app.name}): {e.detail}") from None
+        except InvalidReference as e:
+            raise InvalidReference(f"apps.{i} ({app.name})", str(e)) from None
+        items.append((record, app.git_credentials()))
+    created = store.create_apps(items)
+    log.info("%d apps created in one batch by %s", len(created), principal.name)
+    return BatchCreated(created=tuple(r.name for r in created))
 
 
 @router.get("")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import threading
 import weakref
+from collections.abc import Sequence
 
 from redis import Redis
 from redis.client import Pipeline
@@ -37,8 +38,13 @@ def _next_generation(redis: Redis, keys: Keys) -> int:
 
 def note_change(redis: Redis, keys: Keys, pipe: Pipeline, name: str) -> None:
     """Inside a registry write: app `name` was created, replaced or deleted."""
+    note_changes(redis, keys, pipe, [name])
+
+
+def note_changes(redis: Redis, keys: Keys, pipe: Pipeline, names: Sequence[str]) -> None:
+    """Inside a registry write: the apps `names` were created, replaced or deleted."""
     generation = _next_generation(redis, keys)
-    pipe.zadd(keys.app_changes, {name: generation})
+    pipe.zadd(keys.app_changes, dict.fromkeys(names, generation))
     if generation % 1000 == 0:
         floor = generation - WINDOW
         if floor > 0:

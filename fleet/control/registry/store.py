@@ -19,7 +19,7 @@ live in their own modules; `Store` offers their operations too so callers need o
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -30,7 +30,7 @@ from redis.client import Pipeline
 from fleet.control.keys import Keys
 from fleet.control.registry import appcache, records
 from fleet.control.registry.agekeys import AgeKeys
-from fleet.control.registry.appcache import note_change
+from fleet.control.registry.appcache import note_change, note_changes
 from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
@@ -296,6 +296,58 @@ class Store:
         self._transact(check, write)
         return record
 
+    def create_apps(
+        self, items: Sequence[tuple[AppRecord, GitCredentials | None]]
+    ) -> list[AppRecord]:
+        """Create several new apps in one transaction: every one of them, or none (the error
+        names the first app that cannot be created, by its index in `items`). An app may depend
+        on registered apps and on the apps before it in `items`. Each gets a fresh uid; given
+        git credentials are stored bound to its repository URL, as `put_app` does."""
+        stamp = now()
+        made = [
+            replace(r, created=stamp, updated=stamp, uid=str(uuid.uuid4()), has_credentials=bool(c))
+            for r, c in items
+        ]
+
+        def check() -> None:
+            names = [r.name for r in made]
+            if len(set(names)) != len(names):
+                twice = next(n for n in names if names.count(n) > 1)
+                raise InvalidReference("name", f"app {twice} appears twice in the batch")
+            reads = self.redis.pipeline(transaction=False)
+            for name in names:
+                reads.exists(self.keys.app(name))
+            for i, (name, exists) in enumerate(zip(names, reads.execute(), strict=True)):
+                if exists:
+                    raise AlreadyExists(f"apps.{i} ({name}): app {name} already exists")
+            places: set[tuple[str, str]] = set()
+            earlier: dict[str, AppRecord] = {}
+            for i, record in enumerate(made):
+                place = (record.project, record.destination.cluster)
+                try:
+                    if place not in places:
+                        self._check_places(*place)
+                        places.add(place)
+                    self._check_dependencies(record, earlier)
+                except InvalidReference as e:
+                    raise InvalidReference(f"apps.{i} ({record.name})", str(e)) from None
+                earlier[record.name] = record
+
+        def write(pipe: Pipeline) -> None:
+            for record, (_, credentials) in zip(made, items, strict=True):
+                pipe.set(self.keys.app(record.name), records.to_json(record))
+                creds_key = self.keys.app_credentials(record.name)
+                if credentials is None:
+                    pipe.delete(creds_key)
+                else:
+                    bound = BoundCredentials.bind(credentials, record.source.repo)
+                    pipe.set(creds_key, self._encrypted(bound))
+            pipe.sadd(self.keys.apps, *(r.name for r in made))
+            note_changes(self.redis, self.keys, pipe, [r.name for r in made])
+
+        self._transact(check, write)
+        return made
+
     def _uid_for(self, key: str) -> str:
         """An app keeps its uid for life (a record stored before uids keeps none: its objects
         are tracked by `AppRecord.owner_uid`); a new app gets a fresh one, whatever the caller
@@ -309,25 +361,33 @@ class Store:
         return stored is not None and stored.url == identity(repo)
 
     def _check_references(self, record: AppRecord) -> None:
+        self._check_places(record.project, record.destination.cluster)
+        self._check_dependencies(record, {})
+
+    def _check_places(self, project: str, cluster: str) -> None:
         try:
-            self.get_project(record.project)
+            self.get_project(project)
         except NotFound:
-            raise InvalidReference("project", f"no project named {record.project}") from None
-        cluster = record.destination.cluster
+            raise InvalidReference("project", f"no project named {project}") from None
         if cluster and not self.redis.exists(self.keys.cluster(cluster)):
             raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
+
+    def _check_dependencies(self, record: AppRecord, pending: Mapping[str, AppRecord]) -> None:
+        """`record`'s dependencies are other apps of its project, registered or in `pending`
+        (apps written in the same transaction), and make no cycle."""
         for dep in record.depends_on:
-            if dep == record.name or self._project_of(dep) != record.project:
+            project = pending[dep].project if dep in pending else self._project_of(dep)
+            if dep == record.name or project != record.project:
                 raise InvalidReference(
                     "dependsOn",
                     f"no other app named {dep} in project {record.project} (an app depends "
                     "only on apps of its own project)",
                 )
-        cycle = self._cycle_through(record)
+        cycle = self._cycle_through(record, pending)
         if cycle:
             raise InvalidReference("dependsOn", "makes a cycle: " + " -> ".join(cycle))
 
-    def _cycle_through(self, record: AppRecord) -> list[str]:
+    def _cycle_through(self, record: AppRecord, pending: Mapping[str, AppRecord]) -> list[str]:
         """A dependency path from `record` back to itself, if its depends_on makes one.
         Walks only the apps reachable from it, so creating an app stays O(1) in the fleet."""
         stack = [(dep, [record.name, dep]) for dep in record.depends_on]
@@ -338,7 +398,8 @@ class Store:
                 return path
             if name not in seen:
                 seen.add(name)
-                stack.extend((dep, [*path, dep]) for dep in self._depends_on(name))
+                deps = pending[name].depends_on if name in pending else self._depends_on(name)
+                stack.extend((dep, [*path, dep]) for dep in deps)
         return []
 
     def _project_of(self, app: str) -> str | None:
