@@ -1,5 +1,5 @@
 """`gitfleet app create|set|get|list|sync|diff|history|rollback|delete|wait`, against the
-coordinator (and `app rollout`, `cli.rollouts`).
+coordinator (and `app rollout`, `cli.rollouts`; `app import`, `cli.appimport`).
 
 Exit codes: 0 done; 2 a usage or request error (printed on one line). `app diff` exits 1 when
 something would change, like `gitfleet diff`; `app wait` exits 1 on timeout after printing
@@ -30,7 +30,7 @@ from api.views import (
     HistoryView,
     RollbackAccepted,
 )
-from cli import plans, rollouts
+from cli import appimport, plans, rollouts
 from cli.options import client_of, connection_options, labels_of, timeout_seconds
 from cli.output import print_json, table
 from fleet.control.registry.syncrecords import DriftRecord, ResourceRecord, SyncRecord
@@ -405,3 +405,4 @@ def register(subparsers: Any) -> None:
     wait.add_argument("--timeout", required=True, help="e.g. 90s, 5m")
     wait.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     rollouts.add_verb(verbs, common)
+    appimport.add_verb(verbs, common)

@@ -1,0 +1,98 @@
+"""`gitfleet app import -f FILE`: onboard many apps at once, through POST /api/v1/apps/batch.
+
+FILE (or '-' for standard input) holds app bodies as POST /api/v1/apps takes them, YAML or
+JSON: one per document of a multi-document stream, or lists of them. They are sent in the
+file's order, in batches of at most `MAX_BATCH` apps and `BATCH_BYTES` of JSON; each batch is
+created whole or not at all, so an app may depend on apps earlier in the file. The first refused
+batch stops the import: the error names the app, and the apps of the batches before it stay
+created (the output lists how many).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from api.appschemas import MAX_BATCH
+from api.client import ClientError
+from cli.options import client_of
+
+BATCH_BYTES = 512 * 1024  # half the API's default body limit (GITFLEET_BODY_LIMIT, 1 MiB)
+
+
+def app_bodies(path: str) -> list[dict[str, Any]]:
+    """Every app body in the file at `path`, in order (ClientError naming the document)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as e:
+        raise ClientError(f"-f {path}: {e.strerror}") from None
+    bodies: list[dict[str, Any]] = []
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise ClientError(f"-f {path}: not YAML or JSON: {e}") from None
+    for number, document in enumerate(documents, start=1):
+        if document is None:
+            continue  # an empty document, as after a trailing '---'
+        for item in document if isinstance(document, list) else [document]:
+            if not isinstance(item, dict):
+                raise ClientError(
+                    f"-f {path}: document {number}: give app bodies (mappings with name, "
+                    "source, destination), not a YAML scalar"
+                )
+            bodies.append(item)
+    if not bodies:
+        raise ClientError(f"-f {path}: no app in the file")
+    return bodies
+
+
+def batches(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`bodies` in order, cut into batches of at most MAX_BATCH apps and BATCH_BYTES of JSON."""
+    cut: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for body in bodies:
+        length = len(json.dumps(body))
+        if cut[-1] and (len(cut[-1]) == MAX_BATCH or size + length > BATCH_BYTES):
+            cut.append([])
+            size = 0
+        cut[-1].append(body)
+        size += length
+    return cut
+
+
+def run_import(args: argparse.Namespace) -> int:
+    bodies, client = app_bodies(args.file), client_of(args)
+    created = 0
+    for batch in batches(bodies):
+        try:
+            client.call("POST", "/api/v1/apps/batch", body={"apps": batch})
+        except ClientError as e:
+            done = f"{created} app(s) created before it" if created else "no app created"
+            raise ClientError(
+                f"the batch of apps {created + 1}-{created + len(batch)} of the file was refused, "
+                f"none of it created ({done}): {e}"
+            ) from None
+        created += len(batch)
+        print(f"{created}/{len(bodies)} apps created")
+    return 0
+
+
+def add_verb(verbs: Any, common: argparse.ArgumentParser) -> None:
+    """Add `import` to the `gitfleet app` verbs (`cli.apps.register`)."""
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "import",
+        parents=[common],
+        help=f"create many apps from a file, {MAX_BATCH} per request, each batch all or none",
+    )
+    parser.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        help="app bodies, YAML or JSON, one per document or in lists ('-': stdin)",
+    )
+    parser.set_defaults(run=run_import)
