@@ -345,11 +345,10 @@ def _quiet(
     runtime: Runtime, app: AppRecord, project: ProjectRecord, cluster: str, intent: Intent
 ) -> Desired | None:
     """The desired state when this periodic sync can be answered without the cluster."""
-    try:
-        request = _request(runtime, app, project, cluster, intent)
-    except FleetError:
-        return None
-    return quiet.unchanged(runtime, instance_key(app.name, cluster), quiet.periodic(request))
+    instance = instance_key(app.name, cluster)
+    return quiet.unchanged(
+        runtime, instance, intent.trigger, lambda: _request(runtime, app, project, cluster, intent)
+    )
 
 
 def _note_synced(runtime: Runtime, app: AppRecord, cluster: str, at: SyncedAt | None) -> None:

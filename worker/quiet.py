@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from fleet.control.registry.instances import split_instance
@@ -46,19 +47,24 @@ def periodic(request: SyncRequest) -> SyncRequest:
     return request
 
 
-def unchanged(runtime: Runtime, instance: str, request: SyncRequest) -> sync.Desired | None:
+def unchanged(
+    runtime: Runtime, instance: str, trigger: Trigger, request: Callable[[], SyncRequest]
+) -> sync.Desired | None:
     """The desired state when the periodic sync of `instance` would find nothing to do (see
-    module doc); None when it must run (the reason is logged at debug level)."""
-    desired, reason = _check(runtime, instance, request)
+    module doc); None when it must run (the reason is logged at debug level). `request` builds
+    the sync's request (FleetError: not quiet); it is called only once the status and the
+    watches leave the desired state as the one thing to compare, so the first sync of an
+    instance, which has no status yet, builds none here."""
+    desired, reason = _check(runtime, instance, trigger, request)
     if desired is None:
         log.debug("instance=%s full sync: %s", instance, reason)
     return desired
 
 
 def _check(
-    runtime: Runtime, instance: str, request: SyncRequest
+    runtime: Runtime, instance: str, trigger: Trigger, request: Callable[[], SyncRequest]
 ) -> tuple[sync.Desired | None, str]:
-    if request.trigger not in QUIET_TRIGGERS:
+    if trigger not in QUIET_TRIGGERS:
         return None, "not a periodic trigger"
     app, cluster = split_instance(instance)
     status = runtime.store.get_status(app, cluster)
@@ -66,7 +72,7 @@ def _check(
     if why or status is None or status.last_sync is None:
         return None, why
     try:
-        desired = sync.desired_state(request, caches=runtime.caches)
+        desired = sync.desired_state(periodic(request()), caches=runtime.caches)
     except FleetError as e:
         return None, f"the desired state cannot be read: {e}"
     return same(desired, status.last_sync)
