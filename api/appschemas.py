@@ -41,6 +41,7 @@ from fleet.engine.source.cache import GitCredentials
 from fleet.engine.source.remotes import shown
 
 MAX_BATCH = 500  # apps per POST /apps/batch
+MAX_DEPENDENCIES = 64  # dependsOn entries of one app
 STORED = "stored"  # validation context of `AppIn.of`: a record read back, not a request
 
 
@@ -179,7 +180,7 @@ class AppIn(ApiModel):
     source: SourceIn
     destination: AppDestinationIn
     sync_policy: SyncPolicyIn = SyncPolicyIn()
-    depends_on: list[Name] = Field(default_factory=list)
+    depends_on: list[Name] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     credentials: CredentialsIn | None = None
     post_build: PostBuildIn | None = None
     rollout: RolloutIn | None = None

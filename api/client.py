@@ -39,6 +39,10 @@ class ClientError(UsageError):
     """A request to the coordinator failed in a way the caller can act on."""
 
 
+class Unreachable(ClientError):
+    """No answer came: the request may or may not have been carried out."""
+
+
 class CoordinatorClient:
     """The coordinator's REST API at `server`, as the holder of `token`."""
 
@@ -164,14 +168,18 @@ class CoordinatorClient:
 
     def _unreachable(self, error: httpx.TransportError) -> ClientError:
         reason = type(error).__name__
-        return ClientError(f"cannot reach the gitfleet server at {self.server} ({reason})")
+        return Unreachable(f"cannot reach the gitfleet server at {self.server} ({reason})")
 
 
 def is_retryable(response: httpx.Response) -> bool:
     """A 503, or a 409 whose message asks to retry (the registry changed under the request)."""
     if response.status_code == 503:
         return True
-    return response.status_code == 409 and "retry" in response.text
+    if response.status_code != 409:
+        return False
+    detail = _json(response)
+    detail = detail.get("detail") if isinstance(detail, dict) else None
+    return isinstance(detail, str) and detail.endswith("; retry it")
 
 
 def _decode(response: httpx.Response, ok: tuple[int, ...]) -> Any:

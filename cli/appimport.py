@@ -19,36 +19,55 @@ from typing import Any
 import yaml
 
 from api.appschemas import MAX_BATCH
-from api.client import ClientError
+from api.client import ClientError, Unreachable
 from cli.options import client_of
 
 BATCH_BYTES = 512 * 1024  # half the API's default body limit (GITFLEET_BODY_LIMIT, 1 MiB)
 
 
 def app_bodies(path: str) -> list[dict[str, Any]]:
-    """Every app body in the file at `path`, in order (ClientError naming the document)."""
+    """Every app body in the file at `path`, in order, each one JSON can carry (ClientError
+    naming the document and the app's place in the file)."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        text = raw.decode()
     except OSError as e:
         raise ClientError(f"-f {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ClientError(f"-f {path}: not UTF-8 text") from None
     bodies: list[dict[str, Any]] = []
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as e:
-        raise ClientError(f"-f {path}: not YAML or JSON: {e}") from None
-    for number, document in enumerate(documents, start=1):
+    for number, document in enumerate(_documents(path, text), start=1):
         if document is None:
             continue  # an empty document, as after a trailing '---'
         for item in document if isinstance(document, list) else [document]:
+            where = f"-f {path}: document {number}, app {len(bodies) + 1} of the file"
             if not isinstance(item, dict):
+                raise ClientError(f"{where}: not an app body (a mapping with name, source, ...)")
+            try:  # what the request will send: strict JSON, UTF-8
+                json.dumps(item, ensure_ascii=False, allow_nan=False).encode()
+            except (TypeError, ValueError) as e:
                 raise ClientError(
-                    f"-f {path}: document {number}: give app bodies (mappings with name, "
-                    "source, destination), not a YAML scalar"
-                )
+                    f"{where}: a value JSON cannot carry ({e}); quote dates and times"
+                ) from None
             bodies.append(item)
     if not bodies:
         raise ClientError(f"-f {path}: no app in the file")
     return bodies
+
+
+def _documents(path: str, text: str) -> list[Any]:
+    """The file's documents: JSON as JSON (tabs and all), anything else as a YAML stream. A
+    syntax error names only its line and column, never the text there (a password)."""
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ClientError(f"-f {path}: not YAML or JSON{where}") from None
 
 
 def batches(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -69,13 +88,18 @@ def run_import(args: argparse.Namespace) -> int:
     bodies, client = app_bodies(args.file), client_of(args)
     created = 0
     for batch in batches(bodies):
+        span = f"apps {created + 1}-{created + len(batch)} of the file"
+        done = f"{created} app(s) created before it" if created else "no app created before it"
         try:
             client.call("POST", "/api/v1/apps/batch", body={"apps": batch})
-        except ClientError as e:
-            done = f"{created} app(s) created before it" if created else "no app created"
+        except Unreachable as e:
             raise ClientError(
-                f"the batch of apps {created + 1}-{created + len(batch)} of the file was refused, "
-                f"none of it created ({done}): {e}"
+                f"no answer for the batch of {span}, which may or may not have been created "
+                f"({done}; `gitfleet app list` shows which): {e}"
+            ) from None
+        except ClientError as e:
+            raise ClientError(
+                f"the batch of {span} was refused, none of it created ({done}): {e}"
             ) from None
         created += len(batch)
         print(f"{created}/{len(bodies)} apps created")

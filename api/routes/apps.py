@@ -37,7 +37,13 @@ from api.settings import Settings
 from api.syncs import request_syncs
 from api.views import AppSummary, AppView, BatchCreated, Deleted, app_view, summaries
 from fleet.control.policy import check_app_allowed, default_refusal
-from fleet.control.registry.records import AppRecord, Role, TokenRecord
+from fleet.control.registry.records import (
+    AppRecord,
+    ClusterRecord,
+    ProjectRecord,
+    Role,
+    TokenRecord,
+)
 from fleet.control.registry.store import InUse, InvalidReference, NotFound, Store
 from fleet.control.registry.syncrecords import DeleteOperation
 from fleet.engine.source.remotes import RemotePolicy, RepoUrlError, identity
@@ -82,29 +88,57 @@ def not_generated(store: Store, record: AppRecord, action: str) -> None:
 
 
 def check_allowed(
-    store: Store, record: AppRecord, *, principal: TokenRecord, settings: Settings
+    store: Store,
+    record: AppRecord,
+    *,
+    principal: TokenRecord,
+    settings: Settings,
+    lookups: Lookups | None = None,
 ) -> None:
     """422 for a refused URL or unknown references, 403 listing what the project does not
-    allow."""
+    allow. `lookups`: the projects and clusters read once for a whole batch."""
     try:
         RemotePolicy.from_setting(settings.insecure_git_hosts).check(record.source.repo)
     except RepoUrlError as e:
         raise HTTPException(422, f"source.repo: {e}") from None
-    try:
-        project = store.get_project(record.project)
-    except NotFound:
-        raise InvalidReference("project", f"no project named {record.project}") from None
+    lookups = lookups or Lookups(store)
+    project = lookups.project(record.project)
+    if project is None:
+        raise InvalidReference("project", f"no project named {record.project}")
+    clusters = lookups.clusters()
     cluster = record.destination.cluster
-    if cluster and cluster not in {c.name for c in store.list_clusters()}:
+    if cluster and cluster not in {c.name for c in clusters}:
         raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
     required = settings.require_impersonation
     refusal = default_refusal(project.name, principal.role, require_impersonation=required)
     if refusal:
         raise HTTPException(403, refusal)
-    instances = store.instances(record)
+    instances = store.instances(record, clusters)
     violations = check_app_allowed(record, project, instances, require_impersonation=required)
     if violations:
         raise HTTPException(403, "; ".join(violations))
+
+
+class Lookups:
+    """Projects and clusters, each read once, for the checks of many apps in one request."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._projects: dict[str, ProjectRecord | None] = {}
+        self._clusters: list[ClusterRecord] | None = None
+
+    def project(self, name: str) -> ProjectRecord | None:
+        if name not in self._projects:
+            try:
+                self._projects[name] = self.store.get_project(name)
+            except NotFound:
+                self._projects[name] = None
+        return self._projects[name]
+
+    def clusters(self) -> list[ClusterRecord]:
+        if self._clusters is None:
+            self._clusters = self.store.list_clusters()
+        return self._clusters
 
 
 @router.post("", status_code=201)
@@ -125,19 +159,20 @@ def create_apps(
 ) -> BatchCreated:
     """Create up to MAX_BATCH apps at once, each checked as POST /apps checks one, in one
     registry transaction: all of them or none. An error names the app (its index in `apps`)."""
-    items = []
+    items, lookups = [], Lookups(store)
     for i, app in enumerate(body.apps):
         record = app.record()
         try:
             require_project(principal, app.project)
-            check_allowed(store, record, principal=principal, settings=settings)
+            check_allowed(store, record, principal=principal, settings=settings, lookups=lookups)
         except HTTPException as e:
             raise HTTPException(e.status_code, f"apps.{i} ({app.name}): {e.detail}") from None
         except InvalidReference as e:
             raise InvalidReference(f"apps.{i} ({app.name})", str(e)) from None
         items.append((record, app.git_credentials()))
     created = store.create_apps(items)
-    log.info("%d apps created in one batch by %s", len(created), principal.name)
+    for record in created:
+        log.info("app %s created in project %s by %s", record.name, record.project, principal.name)
     return BatchCreated(created=tuple(r.name for r in created))
 
 

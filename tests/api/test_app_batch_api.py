@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.appschemas import MAX_BATCH
+from api.appschemas import MAX_BATCH, MAX_DEPENDENCIES
 from fleet.control.registry.store import Store
 from tests.api.conftest import Api, add_app, add_cluster, app_body, token_for, two_projects
 
@@ -143,3 +143,23 @@ def test_a_batch_cannot_close_a_dependency_cycle_through_a_registered_app(
     assert response.status_code == 422, response.text
     assert "makes a cycle: ghost -> shop -> ghost" in response.json()["detail"]
     assert names(api) == ["shop"]
+
+
+def test_a_batch_of_apps_each_depending_on_the_earlier_ones_is_created_and_deps_are_bounded(
+    api: Api,
+) -> None:
+    add_cluster(api, "east")
+    names = [f"app-{i:03}" for i in range(MAX_BATCH)]
+    apps = [
+        app_body(n, dependsOn=names[max(0, i - MAX_DEPENDENCIES) : i]) for i, n in enumerate(names)
+    ]
+    too_many = app_body("wide", dependsOn=[f"d-{i}" for i in range(MAX_DEPENDENCIES + 1)])
+
+    created = batch(api, apps)
+    refused = batch(api, [too_many])
+
+    assert created.status_code == 201, created.text
+    assert len(created.json()["created"]) == MAX_BATCH
+    last = api.client.get(f"/api/v1/apps/{names[-1]}").json()
+    assert len(last["spec"]["dependsOn"]) == MAX_DEPENDENCIES
+    assert refused.status_code == 422 and "body.apps.0.dependsOn" in refused.text

@@ -4,12 +4,15 @@ created before it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from api.appschemas import MAX_BATCH
+from cli.main import main
+from deploy.testbed.process import free_port
 from tests.api.test_cli_client import Served, add_east, kubeconfig, served  # noqa: F401
 
 
@@ -69,9 +72,13 @@ def test_a_refused_batch_names_the_app_and_keeps_the_batches_before_it(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("name: [unclosed", "not YAML or JSON"),
-        ("- just a string\n", "document 1: give app bodies"),
+        ("name: [unclosed", "not YAML or JSON at line 1, column 16"),
+        ("password: s3cr3t: x\n", "not YAML or JSON at line 1, column 17"),
+        ("- just a string\n", "document 1, app 1 of the file: not an app body"),
         ("---\n", "no app in the file"),
+        ("name: a\nsource: {revision: 2024-01-01}\n", "quote dates and times"),
+        ('{"name": "a", "x": NaN}', "document 1, app 1 of the file: a value JSON cannot carry"),
+        ('[{"name": "\\ud83d"}]', "a value JSON cannot carry"),
     ],
 )
 def test_a_file_that_holds_no_app_bodies_is_refused_before_any_request(
@@ -86,5 +93,41 @@ def test_a_file_that_holds_no_app_bodies_is_refused_before_any_request(
 
     code, _, err = served.run(capsys, "app", "import", "-f", str(path))
 
-    assert code == 2 and message in err
+    assert code == 2 and message in err, err
+    assert "s3cr3t" not in err
     assert served.store.list_apps() == []
+
+
+def test_tab_indented_json_is_read_and_an_unanswered_batch_is_not_called_refused(
+    served: Served,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kubeconfig: Path,  # noqa: F811
+) -> None:
+    add_east(served, capsys, kubeconfig)
+    path = tmp_path / "apps.json"
+    path.write_text(json.dumps([body("tabbed")], indent="\t"))
+
+    code, out, err = served.run(capsys, "app", "import", "-f", str(path))
+    assert code == 0, err
+    assert out.splitlines() == ["1/1 apps created"]
+    unanswered = main(
+        [
+            "app",
+            "import",
+            "-f",
+            str(path),
+            "--server",
+            f"http://127.0.0.1:{free_port()}",
+            "--token",
+            "t",
+        ]
+    )
+    err = capsys.readouterr().err
+
+    assert unanswered == 2
+    assert (
+        "no answer for the batch of apps 1-1 of the file, which may or may not have been created"
+        in err
+    )
+    assert "refused" not in err

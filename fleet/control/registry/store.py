@@ -19,7 +19,7 @@ live in their own modules; `Store` offers their operations too so callers need o
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from fleet.control.keys import Keys
 from fleet.control.registry import appcache, records
 from fleet.control.registry.agekeys import AgeKeys
 from fleet.control.registry.appcache import note_change, note_changes
+from fleet.control.registry.depgraph import find_cycle
 from fleet.control.registry.errors import (
     AlreadyExists,
     Conflict,
@@ -305,7 +306,13 @@ class Store:
         git credentials are stored bound to its repository URL, as `put_app` does."""
         stamp = now()
         made = [
-            replace(r, created=stamp, updated=stamp, uid=str(uuid.uuid4()), has_credentials=bool(c))
+            replace(
+                r,
+                created=stamp,
+                updated=stamp,
+                uid=str(uuid.uuid4()),
+                has_credentials=c is not None,
+            )
             for r, c in items
         ]
 
@@ -321,17 +328,15 @@ class Store:
                 if exists:
                     raise AlreadyExists(f"apps.{i} ({name}): app {name} already exists")
             places: set[tuple[str, str]] = set()
-            earlier: dict[str, AppRecord] = {}
             for i, record in enumerate(made):
                 place = (record.project, record.destination.cluster)
-                try:
-                    if place not in places:
+                if place not in places:
+                    try:
                         self._check_places(*place)
-                        places.add(place)
-                    self._check_dependencies(record, earlier)
-                except InvalidReference as e:
-                    raise InvalidReference(f"apps.{i} ({record.name})", str(e)) from None
-                earlier[record.name] = record
+                    except InvalidReference as e:
+                        raise InvalidReference(f"apps.{i} ({record.name})", str(e)) from None
+                    places.add(place)
+            self._check_dependencies(made, batch=True)
 
         def write(pipe: Pipeline) -> None:
             for record, (_, credentials) in zip(made, items, strict=True):
@@ -362,7 +367,7 @@ class Store:
 
     def _check_references(self, record: AppRecord) -> None:
         self._check_places(record.project, record.destination.cluster)
-        self._check_dependencies(record, {})
+        self._check_dependencies([record])
 
     def _check_places(self, project: str, cluster: str) -> None:
         try:
@@ -372,45 +377,49 @@ class Store:
         if cluster and not self.redis.exists(self.keys.cluster(cluster)):
             raise InvalidReference("destination.cluster", f"no cluster named {cluster}")
 
-    def _check_dependencies(self, record: AppRecord, pending: Mapping[str, AppRecord]) -> None:
-        """`record`'s dependencies are other apps of its project, registered or in `pending`
-        (apps written in the same transaction), and make no cycle."""
-        for dep in record.depends_on:
-            project = pending[dep].project if dep in pending else self._project_of(dep)
-            if dep == record.name or project != record.project:
-                raise InvalidReference(
-                    "dependsOn",
-                    f"no other app named {dep} in project {record.project} (an app depends "
-                    "only on apps of its own project)",
+    def _check_dependencies(self, made: Sequence[AppRecord], *, batch: bool = False) -> None:
+        """Each of `made` (apps written in one transaction, in order) depends only on other apps
+        of its project, registered or before it in `made`, and no dependency makes a cycle.
+        Each registered app is read at most once, however many of `made` name it. In a
+        `batch` the error names the app by its index."""
+        pending = {r.name: r for r in made}
+        registered: dict[str, AppRecord | None] = {}
+
+        def lookup(name: str) -> AppRecord | None:
+            if name in pending:
+                return pending[name]
+            if name not in registered:
+                raw = self._read(self.keys.app(name))
+                registered[name] = records.from_json(AppRecord, raw) if raw is not None else None
+            return registered[name]
+
+        def refuse(index: int, message: str) -> InvalidReference:
+            if batch:
+                return InvalidReference(
+                    f"apps.{index} ({made[index].name})", f"dependsOn: {message}"
                 )
-        cycle = self._cycle_through(record, pending)
+            return InvalidReference("dependsOn", message)
+
+        earlier: set[str] = set()
+        for index, record in enumerate(made):
+            for dep in record.depends_on:
+                found = lookup(dep) if dep in earlier or dep not in pending else None
+                if dep == record.name or found is None or found.project != record.project:
+                    raise refuse(
+                        index,
+                        f"no other app named {dep} in project {record.project} (an app depends "
+                        "only on apps of its own project, and in a batch on apps before it)",
+                    )
+            earlier.add(record.name)
+
+        def depends_on(name: str) -> tuple[str, ...]:
+            app = lookup(name)
+            return tuple(app.depends_on) if app is not None else ()
+
+        cycle = find_cycle(pending, depends_on)
         if cycle:
-            raise InvalidReference("dependsOn", "makes a cycle: " + " -> ".join(cycle))
-
-    def _cycle_through(self, record: AppRecord, pending: Mapping[str, AppRecord]) -> list[str]:
-        """A dependency path from `record` back to itself, if its depends_on makes one.
-        Walks only the apps reachable from it, so creating an app stays O(1) in the fleet."""
-        stack = [(dep, [record.name, dep]) for dep in record.depends_on]
-        seen: set[str] = set()
-        while stack:
-            name, path = stack.pop()
-            if name == record.name:
-                return path
-            if name not in seen:
-                seen.add(name)
-                deps = pending[name].depends_on if name in pending else self._depends_on(name)
-                stack.extend((dep, [*path, dep]) for dep in deps)
-        return []
-
-    def _project_of(self, app: str) -> str | None:
-        raw = self._read(self.keys.app(app))
-        return records.from_json(AppRecord, raw).project if raw is not None else None
-
-    def _depends_on(self, name: str) -> tuple[str, ...]:
-        try:
-            return tuple(self.get_app(name).depends_on)
-        except NotFound:
-            return ()
+            index = next(i for i, r in enumerate(made) if r.name in cycle)
+            raise refuse(index, "makes a cycle: " + " -> ".join(cycle))
 
     def get_app(self, name: str) -> AppRecord:
         raw = self._read(self.keys.app(name))
