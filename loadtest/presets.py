@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--create-concurrency",
         type=int,
         default=1,
-        help="app creations in flight (1: the registry's optimistic transactions make "
-        "concurrent creations conflict and retry, which is slower)",
+        help="batch creations (POST /apps/batch, 500 apps each) in flight (1: the registry's "
+        "optimistic transactions make concurrent creations conflict and retry, which is slower)",
     )
     parser.add_argument(
         "--clusters-json",
