@@ -180,10 +180,19 @@ class AppIn(ApiModel):
     source: SourceIn
     destination: AppDestinationIn
     sync_policy: SyncPolicyIn = SyncPolicyIn()
-    depends_on: list[Name] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    depends_on: list[Name] = Field(default_factory=list)
     credentials: CredentialsIn | None = None
     post_build: PostBuildIn | None = None
     rollout: RolloutIn | None = None
+
+    @field_validator("depends_on")
+    @classmethod
+    def _bounded(cls, depends_on: list[str], info: ValidationInfo) -> list[str]:
+        """A request names at most MAX_DEPENDENCIES apps; a record stored before the bound
+        reads back as it is."""
+        if len(depends_on) > MAX_DEPENDENCIES and not (info.context or {}).get(STORED):
+            raise ValueError(f"at most {MAX_DEPENDENCIES} apps, {len(depends_on)} given")
+        return depends_on
 
     def git_credentials(self) -> GitCredentials | None:
         if self.credentials is None:

@@ -1,11 +1,14 @@
 """`gitfleet app import -f FILE`: onboard many apps at once, through POST /api/v1/apps/batch.
 
-FILE (or '-' for standard input) holds app bodies as POST /api/v1/apps takes them, YAML or
-JSON: one per document of a multi-document stream, or lists of them. They are sent in the
-file's order, in batches of at most `MAX_BATCH` apps and `BATCH_BYTES` of JSON; each batch is
-created whole or not at all, so an app may depend on apps earlier in the file. The first refused
-batch stops the import: the error names the app, and the apps of the batches before it stay
-created (the output lists how many).
+FILE (or '-' for standard input) holds app bodies, each what POST /api/v1/apps takes (`name`,
+`project`, `source`, `destination`, `syncPolicy`, `dependsOn`, ...): in YAML, one per document
+of a multi-document stream or lists of them; in JSON, one object, an array, or the batch
+endpoint's own `{"apps": [...]}`. They are sent in the file's order, in batches of at most
+`MAX_BATCH` apps and `BATCH_BYTES` of JSON; each batch is created whole or not at all, so an
+app may depend on apps earlier in the file. A batch the registry asks to retry (concurrent
+writes) is retried. The first refused batch stops the import (exit code 2): the error names
+the app (`apps.N`, its 0-based index in that batch) and says how many apps the batches before
+it created; those stay. A batch that got no answer may or may not have been created.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import yaml
 from api.appschemas import MAX_BATCH
 from api.client import ClientError, Unreachable
 from cli.options import client_of
+from cli.output import print_json
 
+BATCH_PATH = "/api/v1/apps/batch"
 BATCH_BYTES = 512 * 1024  # half the API's default body limit (GITFLEET_BODY_LIMIT, 1 MiB)
 
 
@@ -39,6 +44,8 @@ def app_bodies(path: str) -> list[dict[str, Any]]:
     for number, document in enumerate(_documents(path, text), start=1):
         if document is None:
             continue  # an empty document, as after a trailing '---'
+        if isinstance(document, dict) and list(document) == ["apps"]:
+            document = document["apps"]  # the batch endpoint's own body
         for item in document if isinstance(document, list) else [document]:
             where = f"-f {path}: document {number}, app {len(bodies) + 1} of the file"
             if not isinstance(item, dict):
@@ -86,12 +93,12 @@ def batches(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def run_import(args: argparse.Namespace) -> int:
     bodies, client = app_bodies(args.file), client_of(args)
-    created = 0
+    created: list[str] = []
     for batch in batches(bodies):
-        span = f"apps {created + 1}-{created + len(batch)} of the file"
-        done = f"{created} app(s) created before it" if created else "no app created before it"
-        try:
-            client.call("POST", "/api/v1/apps/batch", body={"apps": batch})
+        span = f"apps {len(created) + 1}-{len(created) + len(batch)} of the file"
+        done = f"{len(created)} app(s) created before it" if created else "none created before it"
+        try:  # `bulk` retries what the coordinator says a retry can cure
+            [answer] = client.bulk([("POST", BATCH_PATH, {"apps": batch})], concurrency=1)
         except Unreachable as e:
             raise ClientError(
                 f"no answer for the batch of {span}, which may or may not have been created "
@@ -101,8 +108,11 @@ def run_import(args: argparse.Namespace) -> int:
             raise ClientError(
                 f"the batch of {span} was refused, none of it created ({done}): {e}"
             ) from None
-        created += len(batch)
-        print(f"{created}/{len(bodies)} apps created")
+        created += answer["created"]
+        if args.output != "json":
+            print(f"{len(created)}/{len(bodies)} apps created")
+    if args.output == "json":
+        print_json({"created": created})
     return 0
 
 
@@ -111,12 +121,16 @@ def add_verb(verbs: Any, common: argparse.ArgumentParser) -> None:
     parser: argparse.ArgumentParser = verbs.add_parser(
         "import",
         parents=[common],
-        help=f"create many apps from a file, {MAX_BATCH} per request, each batch all or none",
+        help=f"create apps from a file, in batches of up to {MAX_BATCH} apps (and 512 KiB), each "
+        "batch whole or not at all; earlier batches stay",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "-f",
         "--file",
         required=True,
-        help="app bodies, YAML or JSON, one per document or in lists ('-': stdin)",
+        help="app bodies as POST /api/v1/apps takes them (name, source, destination, ...): "
+        "YAML documents or lists, or JSON ('-': stdin)",
     )
     parser.set_defaults(run=run_import)

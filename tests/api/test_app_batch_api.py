@@ -3,6 +3,7 @@ checked as POST /apps checks one, and every refusal naming the app."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -163,3 +164,17 @@ def test_a_batch_of_apps_each_depending_on_the_earlier_ones_is_created_and_deps_
     last = api.client.get(f"/api/v1/apps/{names[-1]}").json()
     assert len(last["spec"]["dependsOn"]) == MAX_DEPENDENCIES
     assert refused.status_code == 422 and "body.apps.0.dependsOn" in refused.text
+
+
+def test_an_app_stored_with_more_dependencies_than_the_bound_still_reads_back(
+    api: Api, store: Store
+) -> None:
+    add_cluster(api, "east")
+    deps = [f"dep-{i:02}" for i in range(MAX_DEPENDENCIES + 1)]
+    assert batch(api, [app_body(n) for n in deps]).status_code == 201
+    store.put_app(replace(store.get_app(deps[0]), name="wide", depends_on=tuple(deps)), create=True)
+
+    shown = api.client.get("/api/v1/apps/wide")
+
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["spec"]["dependsOn"] == deps

@@ -98,6 +98,22 @@ def test_a_file_that_holds_no_app_bodies_is_refused_before_any_request(
     assert served.store.list_apps() == []
 
 
+def test_the_batch_endpoints_own_body_is_read_and_json_output_lists_the_created_apps(
+    served: Served,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kubeconfig: Path,  # noqa: F811
+) -> None:
+    add_east(served, capsys, kubeconfig)
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps({"apps": [body("one"), body("two")]}))
+
+    code, out, err = served.run(capsys, "app", "import", "-f", str(path), "-o", "json")
+
+    assert code == 0, err
+    assert json.loads(out) == {"created": ["one", "two"]}
+
+
 def test_tab_indented_json_is_read_and_an_unanswered_batch_is_not_called_refused(
     served: Served,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
