@@ -405,10 +405,11 @@ class Store:
             for dep in record.depends_on:
                 found = lookup(dep) if dep in earlier or dep not in pending else None
                 if dep == record.name or found is None or found.project != record.project:
+                    where = ", and in a batch on apps before it" if batch else ""
                     raise refuse(
                         index,
                         f"no other app named {dep} in project {record.project} (an app depends "
-                        "only on apps of its own project, and in a batch on apps before it)",
+                        f"only on apps of its own project{where})",
                     )
             earlier.add(record.name)
 
