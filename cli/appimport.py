@@ -50,8 +50,8 @@ def app_bodies(path: str) -> list[dict[str, Any]]:
             where = f"-f {path}: document {number}, app {len(bodies) + 1} of the file"
             if not isinstance(item, dict):
                 raise ClientError(f"{where}: not an app body (a mapping with name, source, ...)")
-            try:  # what the request will send: strict JSON, UTF-8
-                json.dumps(item, ensure_ascii=False, allow_nan=False).encode()
+            try:
+                wire_size(item)
             except (TypeError, ValueError) as e:
                 raise ClientError(
                     f"{where}: a value JSON cannot carry ({e}); quote dates and times"
@@ -77,12 +77,18 @@ def _documents(path: str, text: str) -> list[Any]:
         raise ClientError(f"-f {path}: not YAML or JSON{where}") from None
 
 
+def wire_size(body: dict[str, Any]) -> int:
+    """Bytes of `body` as the request sends it: strict JSON (no NaN), UTF-8. TypeError or
+    ValueError when JSON cannot carry a value of it."""
+    return len(json.dumps(body, ensure_ascii=False, allow_nan=False).encode())
+
+
 def batches(bodies: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """`bodies` in order, cut into batches of at most MAX_BATCH apps and BATCH_BYTES of JSON."""
     cut: list[list[dict[str, Any]]] = [[]]
     size = 0
     for body in bodies:
-        length = len(json.dumps(body))
+        length = wire_size(body)
         if cut[-1] and (len(cut[-1]) == MAX_BATCH or size + length > BATCH_BYTES):
             cut.append([])
             size = 0

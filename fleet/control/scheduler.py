@@ -1,7 +1,10 @@
 """The coordinator's reconcile scheduler: who is due, when, and what a dead worker left behind.
 
 Every second the active scheduler
-1. requests an `interval` sync of every automated app instance that is due: last requested at
+1. advances the progressive rollouts one step (`fleet.control.rollouts.controller`) first,
+   so a cluster that joins mid-rollout is pinned to the stable revision before any sync of it
+   is requested;
+2. requests an `interval` sync of every automated app instance that is due: last requested at
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
    out; an instance never requested is due at once, and asked for a sync rather than a quiet
@@ -11,11 +14,8 @@ Every second the active scheduler
    bad record never stops the tick: a sync window that cannot be evaluated (stored before the
    API probed windows), or anything else that fails while one app is considered, blocks that
    app alone, with the reason also written as its instances' status message;
-2. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
-3. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`);
-4. advances the progressive rollouts one step (`fleet.control.rollouts.controller`), before
-   step 1, so a cluster that joins mid-rollout is pinned to the stable revision before any sync
-   of it is requested.
+3. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
+4. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`).
 
 Several coordinator replicas may run; one holds the lock `<p>:scheduler:lease:coordinator`
 (a `fleet.control.routing.leases` lease renewed every tick, TTL several ticks), so a replica that
