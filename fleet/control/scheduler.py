@@ -1,21 +1,20 @@
 """The coordinator's reconcile scheduler: who is due, when, and what a dead worker left behind.
 
 Every second the active scheduler
-1. advances the progressive rollouts one step (`fleet.control.rollouts.controller`) first,
-   so a cluster that joins mid-rollout is pinned to the stable revision before any sync of it
-   is requested;
-2. requests an `interval` sync of every automated app instance that is due: last requested at
+1. requests an `interval` sync of every automated app instance that is due: last requested at
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
    out; an instance never requested is due at once, and asked for a sync rather than a quiet
-   check (no check can find an instance never synced quiet). An instance whose sync windows block
+   check (no check can find an instance never synced quiet; an app with a rollout keeps the
+   check, see `_request`). An instance whose sync windows block
    automated syncs is not requested (and not marked as requested, so it runs as soon as the
    window allows); the reason is kept in `<p>:scheduler:blocked` for people to read. One app's
    bad record never stops the tick: a sync window that cannot be evaluated (stored before the
    API probed windows), or anything else that fails while one app is considered, blocks that
    app alone, with the reason also written as its instances' status message;
-3. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
-4. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`).
+2. pumps the deferred syncs that are due (retries, dependency waits), as workers also do;
+3. moves the pending syncs of dead workers to the new owners (`Dispatcher.recover`);
+4. advances the progressive rollouts one step (`fleet.control.rollouts.controller`).
 
 Several coordinator replicas may run; one holds the lock `<p>:scheduler:lease:coordinator`
 (a `fleet.control.routing.leases` lease renewed every tick, TTL several ticks), so a replica that
@@ -121,13 +120,11 @@ class Scheduler:
         if not self._lead():
             return TickReport(leader=False)
         try:
-            clusters = self.store.list_clusters()  # one read for the rollouts and the dispatch
-            # the rollouts first: a cluster that joined mid-rollout is pinned to the stable
-            # revision before the dispatch below asks for its first sync
-            rollouts = self.rollouts.tick(now, clusters)
+            clusters = self.store.list_clusters()  # one read for the dispatch and the rollouts
             dispatched, blocked = self._dispatch_due(now, clusters)
             pumped = len(self.dispatcher.pump(now))
             recovered = self.dispatcher.recover(now, grace=self.recover_grace)
+            rollouts = self.rollouts.tick(now, clusters)
         except NoWorkers:
             log.warning("no live worker: nothing dispatched; start a worker")
             return TickReport(leader=True)
@@ -199,8 +196,9 @@ class Scheduler:
         for cluster in clusters:
             # no quiet check for an instance the scheduler has no record of: one never
             # requested (or forgotten when it stopped being a target) is asked for a sync, whose
-            # rq job still ends quietly if nothing changed
-            direct = instance_key(app.name, cluster) not in last
+            # rq job still ends quietly if nothing changed. Not for an app with a rollout: the
+            # check's hand-off gives the rollout step of this tick time to pin a newcomer
+            direct = instance_key(app.name, cluster) not in last and app.rollout is None
             with telemetry.stage("scheduler.interval", app=app.name, cluster=cluster):
                 carrier: dict[str, str] = {}
                 propagate.inject(carrier)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
-
-import pytest
 
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import (
@@ -14,7 +11,6 @@ from fleet.control.registry.records import (
     RolloutSpec,
     RolloutStep,
 )
-from fleet.control.rollouts.state import Phase, RolloutState, RolloutStore, StepState
 from fleet.control.routing import membership
 from fleet.control.scheduler import Scheduler
 from fleet.control.windows import SyncWindow
@@ -80,68 +76,27 @@ def test_an_instance_never_requested_gets_a_sync_and_one_requested_before_a_quie
     registry: FleetEnv,
 ) -> None:
     """A quiet check of an instance never synced could only hand it on to a sync: the first
-    request goes straight to one, and the next due request is a quiet check again."""
+    request goes straight to one, and the next due request is a quiet check again. An app with
+    a rollout keeps the check at first too: its hand-off gives the rollout time to pin a new
+    cluster to the stable revision before any sync of it runs."""
     _setup(registry)
-    new, known = registry.app_name(0), registry.app_name(1)
+    new, known, rolled = registry.app_name(0), registry.app_name(1), registry.app_name(2)
     registry.add_app(new, "eu", automated=True, interval_s=60)
     registry.add_app(known, "eu", automated=True, interval_s=60)
+    app = registry.add_app(rolled, "eu", automated=True, interval_s=60)
+    steps = (RolloutStep(max_parallel="1"),)
+    registry.store.put_app(replace(app, rollout=RolloutSpec(steps=steps)), create=False)
     scheduler = Scheduler(registry.store, registry.dispatcher)
     new_at, known_at = instance_key(new, "eu"), instance_key(known, "eu")
+    rolled_at = instance_key(rolled, "eu")
     registry.redis.hset(scheduler.last_key, known_at, 0.0)  # requested long ago: due again
-    assert sorted(scheduler.tick(1000.0).dispatched) == sorted([new_at, known_at])
+    assert sorted(scheduler.tick(1000.0).dispatched) == sorted([new_at, known_at, rolled_at])
     pending = registry.dispatcher.pending
     assert pending.get(new_at) is not None
-    assert pending.get(known_at) is None
+    assert pending.get(known_at) is None and pending.get(rolled_at) is None
     parked = registry.dispatcher.checks.drain("w-a")
-    assert [check.instance for check in parked] == [known_at]
+    assert sorted(check.instance for check in parked) == sorted([known_at, rolled_at])
     registry.redis.delete(pending.key(new_at))  # as if its sync ran; next due: a check
     assert new_at in scheduler.tick(1000.0 + 3600).dispatched
     assert pending.get(new_at) is None
     assert new_at in [check.instance for check in registry.dispatcher.checks.drain("w-a")]
-
-
-def test_a_cluster_that_joins_mid_rollout_is_pinned_to_the_stable_revision_before_any_sync(
-    registry: FleetEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The tick's rollout step runs before its dispatch: a newcomer's first (direct) sync is
-    requested only once the cluster is pinned to the stable revision, so no worker can sync
-    it at the branch head being rolled out."""
-    _setup(registry)
-    app = registry.add_app(registry.app_name(0), "eu", automated=True, interval_s=60)
-    spec = RolloutSpec(steps=(RolloutStep(max_parallel="1", pause_manual=True),), poll_s=3600)
-    selector = {"rollout": registry.prefix}
-    destination = replace(app.destination, cluster="", selector=selector)
-    registry.store.put_app(replace(app, destination=destination, rollout=spec), create=False)
-    eu = registry.store.get_cluster("eu")
-    registry.store.put_cluster(replace(eu, labels=selector))
-    stable, rolling = "a" * 40, "b" * 40
-    states = RolloutStore(registry.redis, prefix=registry.prefix)
-    paused = RolloutState(
-        app.name,
-        rolling,
-        uid=registry.store.get_app(app.name).uid,
-        stable=stable,
-        phase=Phase.PAUSED,
-        steps=(StepState(clusters=("eu",), started=900.0),),
-        checked=1000.0,
-    )
-    states.update(app.name, lambda _: paused)
-    states.set_pins(app.name, {"eu": rolling})
-    scheduler = Scheduler(registry.store, registry.dispatcher)
-    scheduler.tick(1000.0)  # eu: requested once, in its step
-    us = registry.store.get_cluster("us")
-    registry.store.put_cluster(replace(us, labels=selector))  # joins mid-rollout
-    pinned_when_asked: list[tuple[str, str]] = []
-    request = registry.dispatcher.request_sync
-
-    def noting(app_name: str, cluster: str, **kwargs: Any) -> Any:
-        pinned_when_asked.append((str(kwargs.get("trigger")), states.pin(app_name, cluster)))
-        return request(app_name, cluster, **kwargs)
-
-    monkeypatch.setattr(registry.dispatcher, "request_sync", noting)
-    report = scheduler.tick(1001.0)
-
-    assert instance_key(app.name, "us") in report.dispatched
-    assert states.pins(app.name) == {"eu": rolling, "us": stable}
-    assert pinned_when_asked and all(pin == stable for _, pin in pinned_when_asked)
-    assert ("interval", stable) in pinned_when_asked
