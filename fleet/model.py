@@ -61,9 +61,16 @@ class Trigger(StrEnum):
         every other trigger as a manual one."""
         return self in _AUTOMATED
 
+    @property
+    def may_be_quiet(self) -> bool:
+        """A worker may answer it with a quiet check (`worker.quiet`) instead of a full sync,
+        so it never replaces a trigger that must run in full when the two merge."""
+        return self in _MAY_BE_QUIET
+
 
 _BY_PERSON = frozenset({Trigger.MANUAL, Trigger.ROLLBACK, Trigger.CLI})
 _AUTOMATED = frozenset({Trigger.WEBHOOK, Trigger.INTERVAL, Trigger.SELF_HEAL, Trigger.ROLLOUT})
+_MAY_BE_QUIET = frozenset({Trigger.INTERVAL, Trigger.WEBHOOK})
 
 
 class Outcome(StrEnum):

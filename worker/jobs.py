@@ -371,7 +371,7 @@ def _request(
         project,
         cluster,
         trigger=intent.trigger,
-        revision=intent.revision or _pinned(runtime, app, cluster) or None,
+        revision=intent.revision or pinned_revision(runtime, app, cluster) or None,
         dry_run=dry_run,
         credentials=_git_credentials(runtime, app, project),
         require_impersonation=runtime.settings.require_impersonation,
@@ -382,12 +382,14 @@ def _request(
     return dataclasses.replace(request, retry=intent.is_retry)  # a retry runs its hooks again
 
 
-def _pinned(runtime: Runtime, app: AppRecord, cluster: str) -> str:
+def pinned_revision(runtime: Runtime, app: AppRecord, cluster: str) -> str:
     """The revision a progressive rollout pins this instance to ("" none): a sync asked for
     without a revision syncs it, so a push reaches the cluster only with its rollout step."""
     if app.rollout is None:
         return ""
-    return RolloutStore(runtime.store.redis, runtime.dispatcher.prefix).pin(app.name, cluster)
+    return RolloutStore(runtime.store.redis, runtime.dispatcher.prefix).pin_for(
+        app.name, app.uid, cluster
+    )
 
 
 def _git_credentials(

@@ -35,7 +35,7 @@ from worker.status import Answer
 
 log = logging.getLogger("gitfleet.quiet")
 
-QUIET_TRIGGERS = frozenset({Trigger.INTERVAL, Trigger.WEBHOOK})
+QUIET_TRIGGERS = frozenset(t for t in Trigger if t.may_be_quiet)
 PERIODIC_TRIGGERS = frozenset({Trigger.INTERVAL})
 FETCH_MAX_AGE = 10.0  # seconds: one git fetch per repository per period, not one per app
 
@@ -72,10 +72,11 @@ def _check(
     if why or status is None or status.last_sync is None:
         return None, why
     try:
-        desired = sync.desired_state(periodic(request()), caches=runtime.caches)
+        built = periodic(request())
+        desired = sync.desired_state(built, caches=runtime.caches)
     except FleetError as e:
         return None, f"the desired state cannot be read: {e}"
-    return same(desired, status.last_sync)
+    return same(desired, status.last_sync, asked=built.revision)
 
 
 def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
@@ -89,10 +90,17 @@ def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
     return runtime.watcher.not_quiet_since(instance, _kinds(last), last.started.timestamp())
 
 
-def same(desired: sync.Desired, last: SyncRecord) -> tuple[sync.Desired | None, str]:
-    """`desired` when it is what `last` synced; else None and why."""
+def same(
+    desired: sync.Desired, last: SyncRecord, *, asked: str = ""
+) -> tuple[sync.Desired | None, str]:
+    """`desired` when it is what `last` synced; else None and why. `asked` is the revision the
+    request names: when that is a commit (a rollout's pin) the last sync did not run, the sync
+    runs in full even if the app's files are the same at both, so the instance's status and
+    history say it runs that commit (a rollout step judges exactly that)."""
     if desired.fingerprint != last.fingerprint:
         return None, "the desired state changed"
+    if asked == desired.revision and asked != last.revision:
+        return None, f"commit {asked[:12]} is asked for; the last sync ran {last.revision[:12]}"
     return desired, ""
 
 

@@ -45,7 +45,6 @@ from fleet.control.registry.instances import clusters_for, split_instance
 from fleet.control.registry.records import AppRecord, ClusterRecord, ProjectRecord
 from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.syncrecords import STATUS, InstanceStatus
-from fleet.control.rollouts.state import RolloutStore
 from fleet.control.routing.checks import Check, Stamp, followed_by
 from fleet.control.routing.sharding import NoWorkers
 from fleet.engine import sync
@@ -55,6 +54,7 @@ from fleet.errors import FleetError
 from fleet.model import Outcome, Trigger
 from fleet.telemetry import spans as telemetry
 from worker import quiet
+from worker.jobs import pinned_revision
 from worker.runtime import Runtime
 from worker.status import Answer
 
@@ -248,7 +248,9 @@ def _quiet(registry: Registry, desires: Desires, check: Check, raw: bytes | None
         raise Full(why)
     registry.check_source(app, project)
     request = _request(registry, app, project, cluster, check)
-    desired, why = quiet.same(desires.of(runtime, app, request), status.last_sync)
+    desired, why = quiet.same(
+        desires.of(runtime, app, request), status.last_sync, asked=request.revision
+    )
     if desired is None or raw is None:
         raise Full(why)
     return _stamp(runtime, desires, app, cluster, check, raw, status, desired)
@@ -278,19 +280,13 @@ def _request(
         project,
         cluster,
         trigger=check.intent.trigger,
-        revision=_pinned(runtime, app, cluster) or None,
+        revision=pinned_revision(runtime, app, cluster) or None,
         require_impersonation=runtime.settings.require_impersonation,
         cluster_labels=labels,
         age_key=registry.age_key(project.name),
         prune=check.intent.prune,
     )
     return quiet.periodic(request)
-
-
-def _pinned(runtime: Runtime, app: AppRecord, cluster: str) -> str:
-    if app.rollout is None:
-        return ""
-    return RolloutStore(runtime.store.redis, runtime.dispatcher.prefix).pin(app.name, cluster)
 
 
 def _stamp(

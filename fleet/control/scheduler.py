@@ -5,8 +5,7 @@ Every second the active scheduler
    `last`, due at `fleet.control.backoff.next_due(last, interval, jitter, key=instance)`, so each
    instance keeps a stable, deterministic offset and a fleet created in one second spreads
    out; an instance never requested is due at once, and asked for a sync rather than a quiet
-   check (no check can find an instance never synced quiet; an app with a rollout keeps the
-   check, see `_request`). An instance whose sync windows block
+   check (no check can find an instance never synced quiet). An instance whose sync windows block
    automated syncs is not requested (and not marked as requested, so it runs as soon as the
    window allows); the reason is kept in `<p>:scheduler:blocked` for people to read. One app's
    bad record never stops the tick: a sync window that cannot be evaluated (stored before the
@@ -196,9 +195,9 @@ class Scheduler:
         for cluster in clusters:
             # no quiet check for an instance the scheduler has no record of: one never
             # requested (or forgotten when it stopped being a target) is asked for a sync, whose
-            # rq job still ends quietly if nothing changed. Not for an app with a rollout: the
-            # check's hand-off gives the rollout step of this tick time to pin a newcomer
-            direct = instance_key(app.name, cluster) not in last and app.rollout is None
+            # rq job still ends quietly if nothing changed. A newcomer to an app's rollout is
+            # pinned to the stable revision by the worker (`RolloutStore.pin_for`)
+            direct = instance_key(app.name, cluster) not in last
             with telemetry.stage("scheduler.interval", app=app.name, cluster=cluster):
                 carrier: dict[str, str] = {}
                 propagate.inject(carrier)

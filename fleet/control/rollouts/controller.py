@@ -89,6 +89,7 @@ class RolloutController:
             state = self._progress(app, state, now)
         elif state.phase == Phase.PAUSED:
             state = self._paused(app, state, now)
+        self._drop_departed(app, targets)
         if state.phase == Phase.ABORTED:
             self._pin(app, state, dict.fromkeys(targets, state.stable))
         elif state.phase == Phase.COMPLETED:  # newcomers too: every instance at the revision
@@ -281,11 +282,17 @@ class RolloutController:
     def _pin_newcomers(
         self, app: AppRecord, state: RolloutState, targets: Mapping[str, Mapping[str, str]]
     ) -> None:
-        """A cluster that joined after the rollout was planned stays at the stable revision."""
+        """A cluster that joined after the rollout was planned stays at the stable revision
+        (a worker asked to sync it first pins it so too: `RolloutStore.pin_for`)."""
         pinned = self.states.pins(app.name)
         newcomers = {c: state.stable for c in targets if c not in pinned}
         if newcomers:
             self._pin(app, state, newcomers)
+
+    def _drop_departed(self, app: AppRecord, targets: Mapping[str, Mapping[str, str]]) -> None:
+        """Forget the pins of clusters the app no longer targets (`RolloutStore.drop_pins`)."""
+        gone = [c for c in self.states.pins(app.name) if c not in targets]
+        self.states.drop_pins(app.name, gone)
 
     def _tell(self, event: str, state: RolloutState, reason: str = "") -> None:
         """Queue the step's notification once (`fleet.control.notifications`); never raises."""

@@ -10,7 +10,7 @@ Only the scheduler's leader advances a rollout; a person's promote, abort and re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -113,6 +113,38 @@ class RolloutStore:
         """The revision `cluster` syncs `app` at ("" when not pinned)."""
         raw: bytes | None = self.redis.hget(self.keys.rollout_pins(app), cluster)  # type: ignore[assignment]
         return raw.decode() if raw else ""
+
+    def pin_for(self, app: str, uid: str, cluster: str) -> str:
+        """The revision a sync of `app` (uid `uid`) at `cluster` must run ("" when the rollout
+        pins nothing). A cluster that joined after the rollout was planned has no pin yet: it
+        is pinned here to the stable revision, only if still unpinned and in one step with the
+        read, so whichever of a worker and the rollout controller comes first pins it and the
+        other finds that pin. The worker never syncs a newcomer at the head being rolled out,
+        whatever asked for the sync (the scheduler, a webhook) and whenever the controller's
+        next tick runs. State and pins left by a deleted app of the same name count as none."""
+        key = self.keys.rollout_pins(app)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(key, cluster)
+        pipe.get(self.keys.rollout(app))
+        pin, raw = pipe.execute()
+        state = STATE.validate_json(raw) if raw else None
+        if state is not None and state.uid != uid:
+            return ""
+        if pin:
+            return str(pin.decode())
+        if state is None or not state.stable:
+            return ""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hsetnx(key, cluster, state.stable)
+        pipe.hget(key, cluster)
+        found = pipe.execute()[1]
+        return found.decode() if found else ""
+
+    def drop_pins(self, app: str, clusters: Collection[str]) -> None:
+        """Forget the pins of clusters the app no longer targets: one that joins again later
+        is a newcomer, pinned to the stable revision of that day, not to what it ran before."""
+        if clusters:
+            self.redis.hdel(self.keys.rollout_pins(app), *clusters)
 
     def set_pins(self, app: str, pins: Mapping[str, str]) -> None:
         if pins:

@@ -37,7 +37,7 @@ from fleet.control.rollouts.heads import GitHeads
 from fleet.control.rollouts.state import RolloutStore
 from fleet.control.scheduler import Scheduler
 from fleet.engine.source.remotes import RemotePolicy
-from fleet.model import ObjectRef
+from fleet.model import ObjectRef, Trigger
 from tests.support import manifests as m
 from tests.support.fleet import INSECURE_GIT_HOSTS, FleetEnv, wait_until
 
@@ -78,12 +78,17 @@ class Ticking:
         self.scheduler.stop()
 
 
-def _setup(fleet: FleetEnv, *, rollout: bool = True) -> tuple[str, str, str, str]:
-    """Label the clusters, commit v1 and register the app; returns (app, canary, other, v1)."""
+def _setup(
+    fleet: FleetEnv, *, rollout: bool = True, joined: bool = True
+) -> tuple[str, str, str, str]:
+    """Label the clusters, commit v1 and register the app; returns (app, canary, other, v1).
+    With `joined` False, the other cluster is not selected yet (`_join` selects it)."""
     canary, other = sorted(fleet.clusters)
     for name, ring in ((canary, "canary"), (other, "main")):
         found = fleet.store.get_cluster(name)
-        fleet.store.put_cluster(replace(found, labels={"fleet": fleet.prefix, "ring": ring}))
+        selected = joined or name == canary
+        labels = {"fleet": fleet.prefix, "ring": ring} if selected else {"ring": ring}
+        fleet.store.put_cluster(replace(found, labels=labels))
     app = fleet.app_name(0)
     v1 = fleet.repo.commit({f"apps/{app}/cm.yaml": m.configmap("settings", "k: v1")})
     steps = (
@@ -106,6 +111,11 @@ def _setup(fleet: FleetEnv, *, rollout: bool = True) -> tuple[str, str, str, str
     fleet.created += [(app, canary, app), (app, other, app)]
     fleet.store.put_app(record, create=True)
     return app, canary, other, v1
+
+
+def _join(fleet: FleetEnv, cluster: str) -> None:
+    found = fleet.store.get_cluster(cluster)
+    fleet.store.put_cluster(replace(found, labels={**found.labels, "fleet": fleet.prefix}))
 
 
 def _content(fleet: FleetEnv, app: str, cluster: str) -> str:
@@ -273,3 +283,26 @@ def test_an_app_that_gains_a_rollout_keeps_the_revision_it_runs_as_stable(
         assert paused["revision"] == v2 and paused["stable"] == v1
         assert [s["clusters"] for s in paused["steps"]] == [[canary], [other]]
         assert _content(fleet, app, canary) == "v2" and _content(fleet, app, other) == "v1"
+
+
+def test_a_cluster_that_joins_mid_rollout_runs_the_stable_revision_whatever_syncs_it_first(
+    fleet: FleetEnv, fleet_api: Any
+) -> None:
+    """The new cluster is synced (as a webhook would ask) while no scheduler ticks, so the
+    rollout controller has not seen it: the worker pins it to the stable revision itself,
+    instead of syncing the head the paused rollout has only put on the canary."""
+    app, canary, other, v1 = _setup(fleet, joined=False)
+    api: TestClient = fleet_api(ADMIN_TOKEN)
+    fleet.worker_thread("w1")
+    with Ticking(fleet):
+        wait_until(lambda: _at(fleet, app, canary, v1), timeout=60, what="the canary at v1")
+        v2 = fleet.repo.commit({f"apps/{app}/cm.yaml": m.configmap("settings", "k: v2")})
+        wait_until(
+            lambda: _rollout(api, app)["phase"] == "Paused", timeout=60, what="step 1 passing"
+        )
+    _join(fleet, other)
+    fleet.dispatcher.request_sync(app, other, trigger=Trigger.WEBHOOK)
+    wait_until(lambda: _at(fleet, app, other, v1), timeout=60, what="the newcomer at v1")
+    assert _content(fleet, app, other) == "v1" and _content(fleet, app, canary) == "v2"
+    states = RolloutStore(fleet.redis, fleet.prefix)
+    assert states.pins(app) == {canary: v2, other: v1}
