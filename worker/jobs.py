@@ -347,7 +347,11 @@ def _quiet(
     """The desired state when this periodic sync can be answered without the cluster."""
     instance = instance_key(app.name, cluster)
     return quiet.unchanged(
-        runtime, instance, intent.trigger, lambda: _request(runtime, app, project, cluster, intent)
+        runtime,
+        instance,
+        intent.trigger,
+        lambda: _request(runtime, app, project, cluster, intent),
+        pinned=app.rollout is not None and not intent.revision,
     )
 
 
@@ -371,7 +375,9 @@ def _request(
         project,
         cluster,
         trigger=intent.trigger,
-        revision=intent.revision or pinned_revision(runtime, app, cluster) or None,
+        revision=intent.revision
+        or pinned_revision(runtime, app, cluster, claim=not dry_run)
+        or None,
         dry_run=dry_run,
         credentials=_git_credentials(runtime, app, project),
         require_impersonation=runtime.settings.require_impersonation,
@@ -382,14 +388,15 @@ def _request(
     return dataclasses.replace(request, retry=intent.is_retry)  # a retry runs its hooks again
 
 
-def pinned_revision(runtime: Runtime, app: AppRecord, cluster: str) -> str:
+def pinned_revision(runtime: Runtime, app: AppRecord, cluster: str, *, claim: bool = True) -> str:
     """The revision a progressive rollout pins this instance to ("" none): a sync asked for
-    without a revision syncs it, so a push reaches the cluster only with its rollout step."""
+    without a revision syncs it, so a push reaches the cluster only with its rollout step. A
+    newcomer is pinned to the stable revision (`RolloutStore.pin_for`; not by a preview, which
+    `claim` False keeps from writing)."""
     if app.rollout is None:
         return ""
-    return RolloutStore(runtime.store.redis, runtime.dispatcher.prefix).pin_for(
-        app.name, app.uid, cluster
-    )
+    store = RolloutStore(runtime.store.redis, runtime.dispatcher.prefix)
+    return store.pin_for(app.name, app.uid, cluster, claim=claim)
 
 
 def _git_credentials(

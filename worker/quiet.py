@@ -48,21 +48,31 @@ def periodic(request: SyncRequest) -> SyncRequest:
 
 
 def unchanged(
-    runtime: Runtime, instance: str, trigger: Trigger, request: Callable[[], SyncRequest]
+    runtime: Runtime,
+    instance: str,
+    trigger: Trigger,
+    request: Callable[[], SyncRequest],
+    *,
+    pinned: bool = False,
 ) -> sync.Desired | None:
     """The desired state when the periodic sync of `instance` would find nothing to do (see
     module doc); None when it must run (the reason is logged at debug level). `request` builds
     the sync's request (FleetError: not quiet); it is called only once the status and the
     watches leave the desired state as the one thing to compare, so the first sync of an
-    instance, which has no status yet, builds none here."""
-    desired, reason = _check(runtime, instance, trigger, request)
+    instance, which has no status yet, builds none here. `pinned`: the request's revision is
+    a rollout's pin, which the last sync must have run (`same`)."""
+    desired, reason = _check(runtime, instance, trigger, request, pinned)
     if desired is None:
         log.debug("instance=%s full sync: %s", instance, reason)
     return desired
 
 
 def _check(
-    runtime: Runtime, instance: str, trigger: Trigger, request: Callable[[], SyncRequest]
+    runtime: Runtime,
+    instance: str,
+    trigger: Trigger,
+    request: Callable[[], SyncRequest],
+    pinned: bool,
 ) -> tuple[sync.Desired | None, str]:
     if trigger not in QUIET_TRIGGERS:
         return None, "not a periodic trigger"
@@ -76,7 +86,7 @@ def _check(
         desired = sync.desired_state(built, caches=runtime.caches)
     except FleetError as e:
         return None, f"the desired state cannot be read: {e}"
-    return same(desired, status.last_sync, asked=built.revision)
+    return same(desired, status.last_sync, pinned=built.revision if pinned else "")
 
 
 def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
@@ -91,16 +101,18 @@ def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
 
 
 def same(
-    desired: sync.Desired, last: SyncRecord, *, asked: str = ""
+    desired: sync.Desired, last: SyncRecord, *, pinned: str = ""
 ) -> tuple[sync.Desired | None, str]:
-    """`desired` when it is what `last` synced; else None and why. `asked` is the revision the
-    request names: when that is a commit (a rollout's pin) the last sync did not run, the sync
-    runs in full even if the app's files are the same at both, so the instance's status and
-    history say it runs that commit (a rollout step judges exactly that)."""
+    """`desired` when it is what `last` synced; else None and why. `pinned` is the commit a
+    rollout pins the instance to ("" none): when the last sync did not run it, the sync runs in
+    full even if the app's files are the same at both, so the instance's status and history
+    say it runs that commit (a rollout step judges exactly that). Any other revision, a branch
+    or a pushed commit, is quiet when the app's files did not change: a push to a monorepo
+    costs one full sync, of the app it touched."""
     if desired.fingerprint != last.fingerprint:
         return None, "the desired state changed"
-    if asked == desired.revision and asked != last.revision:
-        return None, f"commit {asked[:12]} is asked for; the last sync ran {last.revision[:12]}"
+    if pinned and pinned != last.revision:
+        return None, f"pinned to {pinned[:12]}; the last sync ran {last.revision[:12]}"
     return desired, ""
 
 

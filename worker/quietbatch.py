@@ -248,9 +248,8 @@ def _quiet(registry: Registry, desires: Desires, check: Check, raw: bytes | None
         raise Full(why)
     registry.check_source(app, project)
     request = _request(registry, app, project, cluster, check)
-    desired, why = quiet.same(
-        desires.of(runtime, app, request), status.last_sync, asked=request.revision
-    )
+    pinned = request.revision if app.rollout is not None else ""  # `_plain`: no asked revision
+    desired, why = quiet.same(desires.of(runtime, app, request), status.last_sync, pinned=pinned)
     if desired is None or raw is None:
         raise Full(why)
     return _stamp(runtime, desires, app, cluster, check, raw, status, desired)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from fleet.control.policy import blocked_reason
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import AppRecord
+from fleet.control.rollouts.state import RolloutStore
 from fleet.control.routing.pending import Intent
 from fleet.engine.contract import NewerRequest, NewerRequests
 from fleet.model import Trigger
@@ -41,9 +42,18 @@ def newer_requests(runtime: Runtime, app: AppRecord, cluster: str) -> NewerReque
         if intent.trigger in NOT_A_REVISION or _will_not_run(app, intent.trigger):
             return None
         key = f"{followup['job']}#{followup.get('requests', 1)}"
-        return NewerRequest(intent.revision or app.source.revision, key)
+        return NewerRequest(intent.revision or _followed(runtime, app, cluster), key)
 
     return newer
+
+
+def _followed(runtime: Runtime, app: AppRecord, cluster: str) -> str:
+    """What a follow-up that names no revision runs: the instance's rollout pin when the app
+    has a rollout (a push reaches the cluster only with its step), else the app's revision."""
+    if app.rollout is None:
+        return app.source.revision
+    pins = RolloutStore(runtime.store.redis, runtime.dispatcher.prefix)
+    return pins.pin(app.name, cluster) or app.source.revision
 
 
 def _will_not_run(app: AppRecord, trigger: Trigger) -> bool:

@@ -89,7 +89,7 @@ class RolloutController:
             state = self._progress(app, state, now)
         elif state.phase == Phase.PAUSED:
             state = self._paused(app, state, now)
-        self._drop_departed(app, targets)
+        self._drop_departed(app, state, targets)
         if state.phase == Phase.ABORTED:
             self._pin(app, state, dict.fromkeys(targets, state.stable))
         elif state.phase == Phase.COMPLETED:  # newcomers too: every instance at the revision
@@ -289,9 +289,16 @@ class RolloutController:
         if newcomers:
             self._pin(app, state, newcomers)
 
-    def _drop_departed(self, app: AppRecord, targets: Mapping[str, Mapping[str, str]]) -> None:
-        """Forget the pins of clusters the app no longer targets (`RolloutStore.drop_pins`)."""
-        gone = [c for c in self.states.pins(app.name) if c not in targets]
+    def _drop_departed(
+        self, app: AppRecord, state: RolloutState, targets: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """Forget the pins of clusters the app no longer targets (`RolloutStore.drop_pins`),
+        except, while the rollout runs, those of the steps started so far: one that comes back
+        resumes at its step's revision, and the step's judge still finds its sync there."""
+        kept: set[str] = set()
+        if state.phase not in (Phase.COMPLETED, Phase.ABORTED):
+            kept = {c for step in state.steps[: state.step + 1] for c in step.clusters}
+        gone = [c for c in self.states.pins(app.name) if c not in targets and c not in kept]
         self.states.drop_pins(app.name, gone)
 
     def _tell(self, event: str, state: RolloutState, reason: str = "") -> None:

@@ -10,6 +10,7 @@ Only the scheduler's leader advances a rollout; a person's promote, abort and re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -114,31 +115,36 @@ class RolloutStore:
         raw: bytes | None = self.redis.hget(self.keys.rollout_pins(app), cluster)  # type: ignore[assignment]
         return raw.decode() if raw else ""
 
-    def pin_for(self, app: str, uid: str, cluster: str) -> str:
+    def pin_for(self, app: str, uid: str, cluster: str, *, claim: bool = True) -> str:
         """The revision a sync of `app` (uid `uid`) at `cluster` must run ("" when the rollout
-        pins nothing). A cluster that joined after the rollout was planned has no pin yet: it
-        is pinned here to the stable revision, only if still unpinned and in one step with the
-        read, so whichever of a worker and the rollout controller comes first pins it and the
-        other finds that pin. The worker never syncs a newcomer at the head being rolled out,
-        whatever asked for the sync (the scheduler, a webhook) and whenever the controller's
-        next tick runs. State and pins left by a deleted app of the same name count as none."""
-        key = self.keys.rollout_pins(app)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(key, cluster)
-        pipe.get(self.keys.rollout(app))
-        pin, raw = pipe.execute()
-        state = STATE.validate_json(raw) if raw else None
-        if state is not None and state.uid != uid:
-            return ""
-        if pin:
-            return str(pin.decode())
-        if state is None or not state.stable:
-            return ""
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hsetnx(key, cluster, state.stable)
-        pipe.hget(key, cluster)
-        found = pipe.execute()[1]
-        return found.decode() if found else ""
+        pins nothing). A cluster that joined after the rollout was planned has no pin yet: with
+        `claim` it is pinned here to the stable revision, only if still unpinned and only while
+        the state read is still stored (a WATCH), so whichever of a worker and the rollout
+        controller comes first pins it and the other finds that pin; without (a preview) the
+        stable revision is answered and nothing written. The worker never syncs a newcomer at
+        the head being rolled out, whatever asked for the sync (the scheduler, a webhook) and
+        whenever the controller's next tick runs. A state of another uid (a deleted app of the
+        same name) pins nothing."""
+        pins, key = self.keys.rollout_pins(app), self.keys.rollout(app)
+        for _ in range(20):
+            with self.redis.pipeline() as pipe:
+                try:
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
+                    pin, raw = pipe.hget(pins, cluster), pipe.get(key)
+                    uid_of, stable = _uid_and_stable(raw if isinstance(raw, bytes) else None)
+                    if raw is not None and uid_of != uid:
+                        return ""
+                    if pin or raw is None or not stable or not claim:
+                        found = pin or (stable if raw is not None else b"")
+                        return found.decode() if isinstance(found, bytes) else str(found)
+                    pipe.multi()
+                    pipe.hsetnx(pins, cluster, stable)
+                    pipe.hget(pins, cluster)
+                    stored = pipe.execute()[1]
+                    return stored.decode() if stored else ""
+                except WatchError:
+                    continue
+        raise RuntimeError(f"rollout of {app}: the state kept changing")
 
     def drop_pins(self, app: str, clusters: Collection[str]) -> None:
         """Forget the pins of clusters the app no longer targets: one that joins again later
@@ -157,6 +163,20 @@ class RolloutStore:
         pipe.delete(self.keys.rollout(app), self.keys.rollout_pins(app))
         pipe.srem(self.keys.rollouts, app)
         pipe.execute()
+
+
+def _uid_and_stable(raw: bytes | None) -> tuple[str, str]:
+    """The app uid and stable revision of a stored state, read without validating the rest:
+    a state written by a newer coordinator (a phase this worker does not know) still pins."""
+    if raw is None:
+        return "", ""
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return "", ""
+    if not isinstance(found, dict):
+        return "", ""
+    return str(found.get("uid", "")), str(found.get("stable", ""))
 
 
 def with_step(state: RolloutState, index: int, step: StepState) -> RolloutState:

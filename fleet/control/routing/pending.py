@@ -128,16 +128,16 @@ INTENT: TypeAdapter[Intent] = TypeAdapter(Intent)
 
 def merged(old: Intent, new: Intent) -> Intent:
     """The intent that wins: a fresh one over a retry, then a person's (`Trigger.by_person`)
-    over any other, then one that must run in full over one a quiet check may answer
-    (`Trigger.may_be_quiet`: an interval request never turns a rollout step's or a self-heal's
-    sync into a check that finds nothing to do), else the newest. The winner keeps its own
-    `prune`: a newer person's choice replaces an older one, and an automated intent never takes
-    a person's."""
+    over any other, then a rollout step's over one a quiet check may answer
+    (`Trigger.may_be_quiet`: the step's sync keeps its trigger and the rollout's trace; what
+    an interval or webhook sync of the instance would run is its pin anyway), else the newest.
+    The winner keeps its own `prune`: a newer person's choice replaces an older one, and an
+    automated intent never takes a person's."""
     if old.is_retry != new.is_retry:
         return new if old.is_retry else old
     if old.trigger.by_person and not new.trigger.by_person:
         return old
-    if new.trigger.may_be_quiet and not old.trigger.may_be_quiet:
+    if old.trigger == Trigger.ROLLOUT and new.trigger.may_be_quiet:
         return old
     return new
 

@@ -4,6 +4,7 @@ the other; a cluster that leaves loses its pin, so joining again makes it a newc
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -104,4 +105,35 @@ def test_a_cluster_that_leaves_loses_its_pin_and_rejoins_as_a_newcomer(
     scheduler.rollouts.tick(1001.0)
     assert states.pins(app.name) == {"eu": ROLLING}
     _join(registry, "us")
+    assert states.pin_for(app.name, app.uid, "us") == STABLE
+
+
+def test_a_step_cluster_that_leaves_keeps_its_pin_and_resumes_its_step(
+    registry: FleetEnv,
+) -> None:
+    """eu's step started at ROLLING: its pin outlives an absence, so coming back it syncs
+    ROLLING again and the step's judge finds that sync (a stable pin would stall the step)."""
+    app, states = _paused(registry)
+    eu = registry.store.get_cluster("eu")
+    registry.store.put_cluster(replace(eu, labels={}))
+    Scheduler(registry.store, registry.dispatcher).rollouts.tick(1001.0)
+    assert states.pins(app.name) == {"eu": ROLLING}
+    _join(registry, "eu")
+    assert states.pin_for(app.name, app.uid, "eu") == ROLLING
+
+
+def test_a_preview_answers_the_stable_revision_without_pinning(registry: FleetEnv) -> None:
+    app, states = _paused(registry)
+    _join(registry, "us")
+    assert states.pin_for(app.name, app.uid, "us", claim=False) == STABLE
+    assert "us" not in states.pins(app.name)
+
+
+def test_a_state_from_a_newer_coordinator_still_pins(registry: FleetEnv) -> None:
+    """A worker reads only the uid and the stable revision: a phase it does not know (a
+    coordinator upgraded first) does not stop its syncs."""
+    app, states = _paused(registry)
+    key = registry.store.keys.rollout(app.name)
+    stored = json.loads(registry.redis.get(key) or b"{}")
+    registry.redis.set(key, json.dumps({**stored, "phase": "Verifying", "extra": [1]}))
     assert states.pin_for(app.name, app.uid, "us") == STABLE

@@ -51,16 +51,13 @@ def test_a_persons_prune_choice_survives_merges_but_no_automated_sync_inherits_i
     assert Intent.from_json('{"trigger": "manual"}').prune is None
 
 
-def test_a_request_a_quiet_check_may_answer_never_replaces_one_that_must_run_in_full() -> None:
-    """An interval request merged into a pending rollout step's sync would let a quiet check
-    answer it: the step's new revision would never be applied, and the step would wait."""
+def test_an_interval_or_webhook_request_never_replaces_a_rollout_steps_sync() -> None:
+    """The step's sync keeps its trigger and the rollout's trace; either would sync the pin."""
     rollout = Intent(Trigger.ROLLOUT, "", TRACE_A)
     for quiet in (Intent(Trigger.INTERVAL, "", TRACE_B), Intent(Trigger.WEBHOOK, "x", TRACE_B)):
         assert merged(rollout, quiet) is rollout
         assert merged(quiet, rollout) is rollout
     heal = Intent(Trigger.SELF_HEAL, "", TRACE_A)
-    assert merged(heal, Intent(Trigger.INTERVAL, "", TRACE_B)) is heal
     webhook = Intent(Trigger.WEBHOOK, "new", TRACE_B)
-    assert merged(Intent(Trigger.INTERVAL), webhook) is webhook  # both quiet: the newest
-    deleting = Intent(Trigger.DELETE, "", TRACE_A)
-    assert merged(deleting, Intent(Trigger.INTERVAL)) is deleting
+    assert merged(heal, webhook) is webhook  # a push still replaces a queued self-heal
+    assert merged(Intent(Trigger.INTERVAL), webhook) is webhook  # the newest
