@@ -94,6 +94,7 @@ def preview_job(instance: str, intent_json: str) -> JobAnswer:
     app_name, cluster = split_instance(instance)
     token = context.attach(propagate.extract(intent.carrier))
     try:
+        runtime.reads.refresh()
         app, project = _load(runtime, app_name, cluster)
         request = _request(runtime, app, project, cluster, intent, dry_run=True)
         kube, own = _clients(runtime, cluster, request)
@@ -154,6 +155,7 @@ def attempt(
     """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine, the
     teardown and every status write) held by the caller."""
     app_name, cluster = split_instance(instance)
+    runtime.reads.refresh()  # this sync reads the registry as of now, or newer
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:
@@ -219,30 +221,31 @@ def _planned(runtime: Runtime, app: AppRecord, cluster: str, request: SyncReques
     taken once (`fleet.control.plans`)."""
     store = plans.PlanStore(runtime.redis, prefix=runtime.settings.prefix)
     instance = instance_key(app.name, cluster)
-    plan_id = store.take_run(instance, app_uid=app.owner_uid)
+    plan_id, prune_allowed = store.take_both(instance, app_uid=app.owner_uid)
     if plan_id:
         check = plans.check_for(store.get(plan_id), cluster)
         request = dataclasses.replace(request, plan_check=check)
-    if store.take_prune_allowance(instance, app_uid=app.owner_uid):
+    if prune_allowed:
         request = dataclasses.replace(request, allow_prune_over_budget=True)
     return request
 
 
 def _load(runtime: Runtime, app_name: str, cluster: str) -> tuple[AppRecord, ProjectRecord]:
-    app = runtime.store.get_app(app_name)
-    if cluster not in runtime.store.instances(app):
+    reads = runtime.reads
+    app = reads.get_app(app_name)
+    if cluster not in reads.instances(app):
         raise NotFound(f"app {app_name} no longer deploys to cluster {cluster}")
-    return app, runtime.store.get_project(app.project)
+    return app, reads.get_project(app.project)
 
 
 def waiting_for(runtime: Runtime, app: AppRecord) -> str:
     """What blocks `app` on its dependencies: every instance of each must be Healthy."""
     for name in app.depends_on:
         try:
-            dependency = runtime.store.get_app(name)
+            dependency = runtime.reads.get_app(name)
         except NotFound:
             return f"waiting for app {name}: it is not registered"
-        clusters = runtime.store.instances(dependency)
+        clusters = runtime.reads.instances(dependency)
         if not clusters:
             return f"waiting for app {name}: it targets no registered cluster"
         for cluster in clusters:
@@ -320,7 +323,7 @@ def _sync(
             requests=requests,
             worker=runtime.name,
         )
-        status.write_sync(runtime.store, record, lease)
+        status.write_sync(runtime.store, record, lease, app=app)
         if watcher is not None:
             watcher.declare(instance, record.resources)
     finally:
@@ -381,8 +384,8 @@ def _request(
         dry_run=dry_run,
         credentials=_git_credentials(runtime, app, project),
         require_impersonation=runtime.settings.require_impersonation,
-        cluster_labels=runtime.store.get_cluster(cluster).labels if app.post_build else None,
-        age_key=runtime.store.age_keys.key_for(project.name),
+        cluster_labels=runtime.reads.get_cluster(cluster).labels if app.post_build else None,
+        age_key=runtime.reads.age_key_for(project.name),
         prune=intent.prune,
     )
     return dataclasses.replace(request, retry=intent.is_retry)  # a retry runs its hooks again
@@ -405,7 +408,7 @@ def _git_credentials(
     """Check the app's URL again (a record may predate a rule), then pick its credentials:
     its own, bound to that URL, or the admin's repository credentials that cover it."""
     check_source(app, project, runtime.remotes)
-    return runtime.store.git_credentials_for(app)
+    return runtime.reads.git_credentials_for(app)
 
 
 def _clients(runtime: Runtime, cluster: str, request: SyncRequest) -> tuple[KubeClient, KubeClient]:

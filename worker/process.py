@@ -69,6 +69,7 @@ REFRESH_EVERY = 2.0
 DRAIN_TIMEOUT_S = 30.0
 """How long a stopping worker lets its running syncs finish before it hands them back."""
 HEARTBEAT_EVERY_S = 5.0
+SUSPENSION_EVERY_S = 1.0  # `rq suspend` stops the next jobs within this long
 """rq's own worker heartbeat (its worker hash's TTL, for `rq info`) at most this often, as
 long as the hash has more than `worker_ttl` seconds left: rq beats 3 to 4 times per job."""
 
@@ -90,6 +91,7 @@ class FleetWorker(SimpleWorker):
         self.job_thread: int | None = None  # the thread running a job, while one runs
         self._halt = threading.Event()
         self._beat_at = -math.inf  # monotonic time of the last heartbeat rq asked for
+        self._suspension_checked = -math.inf  # monotonic time of the last suspension check
         self._alive_until = -math.inf  # when rq's worker hash expires, by that heartbeat
         self._state_written: str | None = None  # the state Redis holds, when known
         super().__init__(
@@ -190,8 +192,14 @@ class FleetWorker(SimpleWorker):
     # back): these steps of each round let a restart pass instead, so the process lives on.
 
     def check_for_suspension(self, burst: bool) -> None:
+        """rq's `rq suspend` check (a round trip), at most every `SUSPENSION_EVERY_S` while not
+        suspended: rq asks before every job."""
+        now = time.monotonic()
+        if now - self._suspension_checked < SUSPENSION_EVERY_S:
+            return
         with contextlib.suppress(*TRANSIENT):
-            super().check_for_suspension(burst)
+            super().check_for_suspension(burst)  # waits while suspended
+            self._suspension_checked = time.monotonic()
 
     def run_maintenance_tasks(self) -> None:
         with contextlib.suppress(*TRANSIENT):  # done again on a later round

@@ -36,6 +36,7 @@ from redis import Redis
 from fleet.control.pushes import PushLog
 from fleet.control.registry.secrets import SecretBox
 from fleet.control.registry.store import Store
+from fleet.control.registry.syncreads import SyncReads
 from fleet.control.registry.syncrecords import ResourceRecord
 from fleet.control.routing.dispatch import Dispatcher
 from fleet.control.routing.leases import Lease
@@ -94,6 +95,7 @@ class Runtime:
             settings.secret_key, redis, prefix=settings.prefix, insecure_dev=settings.insecure_dev
         )
         self.store = Store(redis, box, prefix=settings.prefix)
+        self.reads = SyncReads(self.store)  # a sync's registry reads, while nothing changes
         self.dispatcher = Dispatcher(redis, prefix=settings.prefix)
         self.remotes = RemotePolicy.from_setting(settings.insecure_git_hosts)
         self.caches = SyncCaches.at(settings.cache_dir, remotes=self.remotes)

@@ -31,6 +31,7 @@ from typing import Any
 from redis import WatchError
 from redis.client import Pipeline
 
+from fleet.control.registry.records import AppRecord
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import (
     HISTORY,
@@ -62,9 +63,16 @@ class Answer:
         return cls(record.outcome, {**HISTORY.dump_python(record, mode="json"), **fields})
 
 
-def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None) -> None:
+def write_sync(
+    store: Store,
+    record: SyncRecord,
+    lease: HeldLease | None = None,
+    *,
+    app: AppRecord | None = None,
+) -> None:
     """History and status of a sync; with `lease`, both in one atomic step that runs only while
-    the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise)."""
+    the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise). `app`: the
+    record the sync ran with (read again when not given)."""
     previous = store.get_status(record.app, record.cluster)
     status = _status_of(store, record, previous)
     if lease is None:
@@ -77,7 +85,7 @@ def write_sync(store: Store, record: SyncRecord, lease: HeldLease | None = None)
             store.log.stage_status(pipe, record.app, record.cluster, status)
 
         lease.fenced(write)
-    after_sync(store, previous, status, record)  # notifications, commit clock: never raises
+    after_sync(store, previous, status, record, app)  # notifications, clock: never raises
 
 
 UNREACHABLE = "ClusterUnreachable"

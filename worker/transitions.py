@@ -14,6 +14,7 @@ import logging
 from fleet.control.commitclock import CommitClock
 from fleet.control.notifications import observe
 from fleet.control.notifications.events import Seen
+from fleet.control.registry.records import AppRecord
 from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import InstanceStatus, SyncRecord
@@ -23,8 +24,13 @@ log = logging.getLogger("gitfleet.worker")
 
 
 def after_sync(
-    store: Store, previous: InstanceStatus | None, status: InstanceStatus, record: SyncRecord
+    store: Store,
+    previous: InstanceStatus | None,
+    status: InstanceStatus,
+    record: SyncRecord,
+    app: AppRecord | None = None,
 ) -> None:
+    """`app`: the record the sync ran with (read here when not given)."""
     seen = Seen(
         failed=bool(record.error),
         health=status.health,
@@ -35,7 +41,7 @@ def after_sync(
     )
     observe(store.redis, store.keys, record.app, record.cluster, seen, status.revision)
     try:
-        app = store.get_app(record.app)
+        app = app if app is not None else store.get_app(record.app)
         CommitClock(store.redis, store.keys).observe(
             record.app,
             record.cluster,

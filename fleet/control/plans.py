@@ -199,6 +199,14 @@ class PlanStore:
     def take_prune_allowance(self, instance: str, *, app_uid: str) -> bool:
         return self.redis.getdel(self._slot("prune-allow", instance, app_uid)) is not None
 
+    def take_both(self, instance: str, *, app_uid: str) -> tuple[str, bool]:
+        """`take_run` and `take_prune_allowance` in one round trip (what every sync asks)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.getdel(self._slot("run", instance, app_uid))
+        pipe.getdel(self._slot("prune-allow", instance, app_uid))
+        run, allowed = pipe.execute()
+        return (run.decode() if isinstance(run, bytes) else ""), allowed is not None
+
 
 __all__ = [
     "ClusterPlan",

@@ -14,12 +14,13 @@ import hashlib
 from dataclasses import dataclass
 
 from redis import Redis
+from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
 from fleet.control.registry.errors import NotFound
 from fleet.control.registry.secrets import SecretBox
-from fleet.control.registry.transact import now
+from fleet.control.registry.transact import now, transact
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,15 @@ class AgeKeys:
 
     def put(self, project: str, key: str) -> AgeKeyInfo:
         """Store `key` (checked by the caller with `fleet.engine.render.sops.check_age_key`)."""
-        self._check_project(project)
         stored = StoredAgeKey(key, now())
-        self.redis.set(
-            self.keys.project_age_key(project), self.box.encrypt(records.to_json(stored))
-        )
+        sealed = self.box.encrypt(records.to_json(stored))
+
+        def write(pipe: Pipeline) -> None:
+            pipe.set(self.keys.project_age_key(project), sealed)
+
+        # through the registry's transaction: the generation bump tells the workers, whose
+        # syncs keep the key while the registry stands (`fleet.control.registry.syncreads`)
+        transact(self.redis, self.keys, lambda: self._check_project(project), write)
         return AgeKeyInfo(project, True, key_id(key), stored.updated)
 
     def key_for(self, project: str) -> str:
@@ -78,9 +83,17 @@ class AgeKeys:
         return AgeKeyInfo(project, True, key_id(stored.key), stored.updated)
 
     def delete(self, project: str) -> None:
-        self._check_project(project)
-        if not self.redis.delete(self.keys.project_age_key(project)):
-            raise NotFound(f"project {project} has no age key")
+        key = self.keys.project_age_key(project)
+
+        def check() -> None:
+            self._check_project(project)
+            if not self.redis.exists(key):
+                raise NotFound(f"project {project} has no age key")
+
+        def write(pipe: Pipeline) -> None:
+            pipe.delete(key)
+
+        transact(self.redis, self.keys, check, write)
 
     def _stored(self, project: str) -> StoredAgeKey | None:
         raw = self.redis.get(self.keys.project_age_key(project))

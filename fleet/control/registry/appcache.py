@@ -83,6 +83,14 @@ class AppCache:
                 self._ordered = [self._by_name[n] for n in self._names]
             return list(self._ordered)
 
+    def get(self, name: str, generation: int) -> AppRecord | None:
+        """The app named `name` as of `generation` (read by the caller), or None when it is
+        not registered then."""
+        with self._lock:
+            if generation != self._generation:
+                self._refresh(generation)
+            return self._by_name.get(name)
+
     def consumer(self) -> int:
         """A new reader of `changes()` (its first call answers every app); `drop` it when done."""
         with self._lock:

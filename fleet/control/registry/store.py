@@ -438,6 +438,14 @@ class Store:
         after a write. Unchanged apps keep their record objects."""
         return self._app_cache.apps()
 
+    def cached_app(self, name: str, generation: int) -> AppRecord:
+        """`get_app` from this process's app cache, brought to `generation` (a GET of
+        `generation()` the caller made): no read at all while the registry has not changed."""
+        found = self._app_cache.get(name, generation)
+        if found is None:
+            raise NotFound(f"no app named {name}")
+        return found
+
     def git_credentials(self, app: str) -> GitCredentials | None:
         """Decrypted git credentials of an app as stored, bound or not: never for a response."""
         stored = self._own_credentials(app)

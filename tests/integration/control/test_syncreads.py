@@ -1,0 +1,77 @@
+"""A worker's registry reads, kept while the registry generation stands (real Redis): what a
+write through the registry changes is seen by the next sync; nothing else is read again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fleet.control.registry.errors import NotFound
+from fleet.control.registry.records import DEFAULT_PROJECT
+from fleet.control.registry.syncreads import SyncReads
+from tests.integration.control.test_scheduler import _setup
+from tests.support.fleet import FleetEnv
+
+AGE_KEY = "AGE-SECRET-KEY-1" + "Q" * 58
+
+
+def test_records_are_kept_until_a_registry_write_and_then_read_again(
+    registry: FleetEnv,
+) -> None:
+    _setup(registry)
+    registry.store.put_project(replace(DEFAULT_PROJECT, name="team"))
+    app = registry.add_app(registry.app_name(0), "eu")
+    reads = SyncReads(registry.store)
+    reads.refresh()
+    assert reads.get_app(app.name).name == app.name
+    assert reads.instances(app) == ["eu"]
+    assert reads.get_project("team").name == "team"
+    assert reads.age_key_for("team") == ""
+    # a key changed behind the registry's back (no generation bump) is not read again
+    registry.redis.delete(registry.store.keys.project("team"))
+    reads.refresh()
+    assert reads.get_project("team").name == "team"
+    # a write through the registry is seen by the next sync
+    registry.store.put_project(replace(DEFAULT_PROJECT, name="team", source_repos=("x/*",)))
+    registry.store.age_keys.put("team", AGE_KEY)
+    eu = registry.store.get_cluster("eu")
+    registry.store.put_cluster(replace(eu, labels={"ring": "canary"}))
+    registry.add_app("other", "eu")
+    moved = replace(registry.store.get_app(app.name), depends_on=("other",))
+    registry.store.put_app(moved)
+    assert reads.age_key_for("team") == ""  # the sync that began before the writes
+    reads.refresh()
+    assert reads.get_project("team").source_repos == ("x/*",)
+    assert reads.age_key_for("team") == AGE_KEY
+    assert reads.get_cluster("eu").labels == {"ring": "canary"}
+    assert reads.get_app(app.name).depends_on == ("other",)
+    registry.store.age_keys.delete("team")
+    reads.refresh()
+    assert reads.age_key_for("team") == ""
+    registry.store.delete_app(app.name, force=True)
+    reads.refresh()
+    with pytest.raises(NotFound):
+        reads.get_app(app.name)
+    with pytest.raises(NotFound):
+        reads.get_cluster("nowhere")
+
+
+def test_a_record_read_while_the_registry_changed_is_used_but_not_kept(
+    registry: FleetEnv,
+) -> None:
+    """Another sync thread found a newer generation while this read ran: what this read got
+    may predate that write, so it must not outlive it in memory."""
+    _setup(registry)
+    registry.store.put_project(replace(DEFAULT_PROJECT, name="team"))
+    reads = SyncReads(registry.store)
+    reads.refresh()
+    old = registry.store.get_project("team")
+
+    def racing() -> object:
+        registry.store.put_project(replace(DEFAULT_PROJECT, name="team", source_repos=("y/*",)))
+        reads.refresh()  # the other thread
+        return old  # what this thread read before the write
+
+    assert reads._kept_or(("project", "team"), racing) is old
+    assert reads.get_project("team").source_repos == ("y/*",)
