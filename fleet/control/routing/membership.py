@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.routing.sharding import DEFAULT_LOAD_FACTOR, assign
@@ -112,8 +113,17 @@ def deregister(redis: Redis, worker: str, *, prefix: str = "gitfleet") -> bool:
 def live_workers(redis: Redis, *, prefix: str = "gitfleet") -> list[str]:
     """Names of the workers whose TTL has not passed, sorted; expired entries are pruned."""
     script = redis.register_script(_LIVE)
-    names = script(keys=[Keys(prefix).workers], args=[])
-    return sorted(n.decode() if isinstance(n, bytes) else str(n) for n in names)
+    return list(worker_names(script(keys=[Keys(prefix).workers], args=[])))
+
+
+def live_workers_on(pipe: Pipeline, *, prefix: str = "gitfleet") -> None:
+    """`live_workers` as a command on `pipe`; `worker_names` reads its reply."""
+    pipe.register_script(_LIVE)(keys=[Keys(prefix).workers], args=[], client=pipe)
+
+
+def worker_names(reply: Any) -> tuple[str, ...]:
+    """The sorted names in a reply of the live-workers script."""
+    return tuple(sorted(n.decode() if isinstance(n, bytes) else str(n) for n in reply))
 
 
 def worker_meta(redis: Redis, worker: str, *, prefix: str = "gitfleet") -> dict[str, Any] | None:

@@ -84,33 +84,41 @@ class OwnerMap:
 
     def owner(self, instance: str) -> str:
         """The live worker that owns `instance`; `NoWorkers` when none is live."""
-        workers = self.live()
+        workers, generation = self._look()
         with self._lock:
-            return self._refreshed(workers).owner_if_added(instance)
+            return self._refreshed(workers, generation).owner_if_added(instance)
 
     def current(self) -> dict[str, str]:
         """instance -> worker for every registered instance; `NoWorkers` when none is live."""
-        workers = self.live()
+        workers, generation = self._look()
         with self._lock:
-            return dict(self._refreshed(workers).placed)
+            return dict(self._refreshed(workers, generation).placed)
 
     def current_if_changed(self, since: object) -> tuple[object, dict[str, str] | None]:
         """(the map's stamp, instance -> worker), the map left out (None) when its stamp is
         still `since`: a caller that keeps the map it got skips a copy of every instance.
         The stamp changes with the registry generation and the live workers."""
-        workers = self.live()
+        workers, generation = self._look()
         with self._lock:
-            placement = self._refreshed(workers)
+            placement = self._refreshed(workers, generation)
             stamp = self._stamp
             return stamp, (None if since is not None and stamp == since else dict(placement.placed))
 
     def live(self) -> tuple[str, ...]:
         return tuple(membership.live_workers(self.redis, prefix=self.prefix))
 
-    def _refreshed(self, workers: tuple[str, ...]) -> Placement:
-        """The placement as of now (called with the lock held)."""
-        raw = self.redis.get(self._keys.generation)
-        stamp = (raw if isinstance(raw, bytes) else None, workers)
+    def _look(self) -> tuple[tuple[str, ...], bytes | None]:
+        """The live workers (`live`) and the registry generation, in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        membership.live_workers_on(pipe, prefix=self.prefix)
+        pipe.get(self._keys.generation)
+        names, raw = pipe.execute()
+        return membership.worker_names(names), raw if isinstance(raw, bytes) else None
+
+    def _refreshed(self, workers: tuple[str, ...], generation: bytes | None) -> Placement:
+        """The placement as of `generation` and `workers`, read just before (called with the
+        lock held)."""
+        stamp = (generation, workers)
         placement = self._placement
         if stamp == self._stamp and placement is not None:
             return placement
