@@ -69,9 +69,10 @@ REFRESH_EVERY = 2.0
 DRAIN_TIMEOUT_S = 30.0
 """How long a stopping worker lets its running syncs finish before it hands them back."""
 HEARTBEAT_EVERY_S = 5.0
-SUSPENSION_EVERY_S = 1.0  # `rq suspend` stops the next jobs within this long
 """rq's own worker heartbeat (its worker hash's TTL, for `rq info`) at most this often, as
 long as the hash has more than `worker_ttl` seconds left: rq beats 3 to 4 times per job."""
+SUSPENSION_EVERY_S = 1.0
+"""`rq suspend` stops each rq loop of a worker within this long (rq asks before every job)."""
 
 
 def _in_main_thread() -> bool:

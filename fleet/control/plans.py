@@ -205,7 +205,7 @@ class PlanStore:
         pipe.getdel(self._slot("run", instance, app_uid))
         pipe.getdel(self._slot("prune-allow", instance, app_uid))
         run, allowed = pipe.execute()
-        return (run.decode() if isinstance(run, bytes) else ""), allowed is not None
+        return (run.decode() if isinstance(run, bytes) else str(run or "")), allowed is not None
 
 
 __all__ = [

@@ -49,7 +49,9 @@ def note_changes(redis: Redis, keys: Keys, pipe: Pipeline, names: Sequence[str])
         floor = generation - WINDOW
         if floor > 0:
             pipe.zremrangebyscore(keys.app_changes, "-inf", floor)
-            pipe.set(keys.app_changes_floor, floor)
+            raw = redis.get(keys.app_changes_floor)
+            if floor > (int(raw) if isinstance(raw, bytes) else 0):  # never below a reload's
+                pipe.set(keys.app_changes_floor, floor)
 
 
 def note_bulk_change(redis: Redis, keys: Keys, pipe: Pipeline) -> None:
@@ -121,7 +123,9 @@ class AppCache:
         since = self._generation
         floor_raw = self.redis.get(self.keys.app_changes_floor)
         floor = int(floor_raw) if isinstance(floor_raw, bytes) else 0
-        if since is None or since < floor:
+        # a generation below the last one seen: the registry was restored into a new Redis,
+        # or a failover lost writes; the changes noted since then say nothing about this one
+        if since is None or since < floor or generation < since:
             self._reload()
         else:
             changed = self.redis.zrangebyscore(self.keys.app_changes, f"({since}", "+inf")

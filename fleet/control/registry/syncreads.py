@@ -41,21 +41,25 @@ class SyncReads:
         self._epoch = 0
         self._kept: dict[Hashable, Any] = {}
         self._lock = threading.Lock()
+        self._mine = threading.local()  # the generation this thread's sync began at
 
     def refresh(self) -> None:
-        """Forget every record kept when the registry changed since they were read (one GET)."""
+        """Forget every record kept when the registry changed since they were read (one GET).
+        The generation read is also this thread's: its app reads are as of it, or newer,
+        whatever another thread's refresh found meanwhile."""
         raw = self.store.generation()
         generation = int(raw) if raw is not None else 0
+        self._mine.generation = generation
         with self._lock:
-            if generation != self._generation:
+            if generation != self._generation:  # an older read racing a newer: a clear too
                 self._kept.clear()
                 self._generation = generation
                 self._epoch += 1
 
     def get_app(self, name: str) -> AppRecord:
-        """`Store.get_app` (NotFound when gone), from the store's app cache."""
-        with self._lock:
-            generation = self._generation
+        """`Store.get_app` (NotFound when gone), from the store's app cache brought to this
+        thread's last `refresh` (a plain read before any)."""
+        generation: int | None = getattr(self._mine, "generation", None)
         if generation is None:
             return self.store.get_app(name)
         return self.store.cached_app(name, generation)

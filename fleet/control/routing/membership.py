@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis import Redis
-from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.routing.sharding import DEFAULT_LOAD_FACTOR, assign
@@ -64,6 +63,15 @@ _LIVE = (
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+"""
+)
+
+
+_LIVE_AND_GET = (
+    _NOW_MS
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('GET', KEYS[2])}
 """
 )
 
@@ -116,9 +124,14 @@ def live_workers(redis: Redis, *, prefix: str = "gitfleet") -> list[str]:
     return list(worker_names(script(keys=[Keys(prefix).workers], args=[])))
 
 
-def live_workers_on(pipe: Pipeline, *, prefix: str = "gitfleet") -> None:
-    """`live_workers` as a command on `pipe`; `worker_names` reads its reply."""
-    pipe.register_script(_LIVE)(keys=[Keys(prefix).workers], args=[], client=pipe)
+def live_workers_and(
+    redis: Redis, key: str, *, prefix: str = "gitfleet"
+) -> tuple[tuple[str, ...], bytes | None]:
+    """`live_workers` and the value of string `key`, in one script call: one round trip (a
+    pipeline would add redis-py's SCRIPT EXISTS before every execute)."""
+    script = redis.register_script(_LIVE_AND_GET)
+    names, value = script(keys=[Keys(prefix).workers, key], args=[])
+    return worker_names(names), value if isinstance(value, bytes) else None
 
 
 def worker_names(reply: Any) -> tuple[str, ...]:

@@ -109,11 +109,7 @@ class OwnerMap:
 
     def _look(self) -> tuple[tuple[str, ...], bytes | None]:
         """The live workers (`live`) and the registry generation, in one round trip."""
-        pipe = self.redis.pipeline(transaction=False)
-        membership.live_workers_on(pipe, prefix=self.prefix)
-        pipe.get(self._keys.generation)
-        names, raw = pipe.execute()
-        return membership.worker_names(names), raw if isinstance(raw, bytes) else None
+        return membership.live_workers_and(self.redis, self._keys.generation, prefix=self.prefix)
 
     def _refreshed(self, workers: tuple[str, ...], generation: bytes | None) -> Placement:
         """The placement as of `generation` and `workers`, read just before (called with the

@@ -163,3 +163,34 @@ def test_a_process_keeps_one_cache_per_registry_and_client(
     assert appcache.shared(client, Keys("another-prefix")) is not one
     other_client = redis.Redis(connection_pool=client.connection_pool)
     assert appcache.shared(other_client, writer.keys) is not one
+
+
+def test_a_registry_whose_generation_went_back_is_reloaded(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    """Redis lost its data (a new server, a failover that lost writes) and the registry was
+    written again from generation 0: the changes noted since the cache's last look say nothing
+    about this registry, so the cache reads it whole."""
+    writer, reader = replicas
+    for name in ("alpha", "bravo", "charlie"):
+        writer.put_app(_app(name), create=True)
+    assert _names(reader) == ["alpha", "bravo", "charlie"]
+    for key in client.scan_iter(writer.keys.pattern):
+        client.delete(key)
+    writer.put_cluster(ClusterRecord("c1", "https://k:6443"), ClusterCredentials(token="t"))
+    writer.put_app(_app("delta"), create=True)
+    assert _names(reader) == ["delta"]
+    generation = int(client.get(writer.keys.generation) or 0)
+    assert reader.cached_app("delta", generation).name == "delta"
+
+
+def test_trimming_the_change_log_never_lowers_a_floor_a_restore_raised(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    writer, _ = replicas
+    trim_at = 1000 * (appcache.WINDOW // 1000 + 1)  # the next write trims the log
+    client.set(writer.keys.generation, trim_at - 1)
+    client.set(writer.keys.app_changes_floor, trim_at - 10)  # as a restore sets it
+    writer.put_app(_app("alpha"), create=True)
+    assert int(client.get(writer.keys.generation) or 0) == trim_at
+    assert int(client.get(writer.keys.app_changes_floor) or 0) == trim_at - 10

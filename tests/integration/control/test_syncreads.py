@@ -75,3 +75,22 @@ def test_a_record_read_while_the_registry_changed_is_used_but_not_kept(
 
     assert reads._kept_or(("project", "team"), racing) is old
     assert reads.get_project("team").source_repos == ("y/*",)
+
+
+def test_a_sync_reads_its_app_as_of_its_own_refresh_whatever_another_thread_found(
+    registry: FleetEnv,
+) -> None:
+    """Another sync thread's refresh that read the generation before a write, and stored it
+    after this thread stored the newer one, must not make this sync read the app from before
+    the write (a rollback's automated-sync-off undone by the sync it meant to stop)."""
+    _setup(registry)
+    app = registry.add_app(registry.app_name(0), "eu", automated=True)
+    reads = SyncReads(registry.store)
+    reads.refresh()
+    older = int(registry.store.generation() or 0)
+    assert reads.get_app(app.name).sync_policy.automated  # the app cache is at `older`
+    off = replace(app.sync_policy, automated=False)
+    registry.store.put_app(replace(registry.store.get_app(app.name), sync_policy=off))
+    reads.refresh()  # this sync begins after the write
+    reads._generation = older  # the other thread's late store of what it read before
+    assert not reads.get_app(app.name).sync_policy.automated
