@@ -58,13 +58,15 @@ from fleet.control.registry.syncrecords import InstanceStatus, SkipRecord, SyncR
 from fleet.control.registry.tokens import Tokens
 from fleet.control.registry.transact import now, transact
 from fleet.engine.source.cache import GitCredentials
-from fleet.engine.source.remotes import RepoUrlError, identity, parse_remote
+from fleet.engine.source.remotes import RemoteUrl, RepoUrlError, identity, parse_remote
 from fleet.kube.kubeconfig import ClusterConfig
 
 __all__ = ["AlreadyExists", "Conflict", "InUse", "InvalidReference", "NotFound", "Store"]
 __all__ += ["StoreError"]
 
 R = TypeVar("R")
+CoveringCredentials = Callable[[str, RemoteUrl], GitCredentials | None]
+"""(project, parsed URL) -> the repository credentials that cover it for the project."""
 
 
 class Store:
@@ -451,10 +453,12 @@ class Store:
         stored = self._own_credentials(app)
         return stored.credentials() if stored else None
 
-    def git_credentials_for(self, app: AppRecord) -> GitCredentials | None:
+    def git_credentials_for(
+        self, app: AppRecord, covering: CoveringCredentials | None = None
+    ) -> GitCredentials | None:
         """What a worker sends to fetch `app`: its own credentials, only while bound to its URL
         (else CredentialsRefused), or else the repository credentials that cover its URL for
-        its project, or none."""
+        its project (`covering`, default `Repositories.for_app`), or none."""
         stored = self._own_credentials(app.name)
         if stored is not None:
             return own_credentials(app, stored)
@@ -462,7 +466,7 @@ class Store:
             url = parse_remote(app.source.repo)
         except RepoUrlError:
             return None
-        return self.repositories.for_app(app.project, url)
+        return (covering or self.repositories.for_app)(app.project, url)
 
     def _own_credentials(self, app: str) -> BoundCredentials | None:
         raw = self._read(self.keys.app_credentials(app))

@@ -25,11 +25,10 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from fleet.control.registry.gitcreds import own_credentials
 from fleet.control.registry.records import AppRecord, ClusterRecord, ProjectRecord
 from fleet.control.registry.store import Store
 from fleet.engine.source.cache import GitCredentials
-from fleet.engine.source.remotes import RepoUrlError, parse_remote
+from fleet.engine.source.remotes import RemoteUrl
 
 T = TypeVar("T")
 
@@ -85,15 +84,12 @@ class SyncReads:
     def git_credentials_for(self, app: AppRecord) -> GitCredentials | None:
         """`Store.git_credentials_for`: the app's own credentials (read every time), else the
         repository credentials that cover its URL for its project (kept)."""
-        stored = self.store._own_credentials(app.name)
-        if stored is not None:
-            return own_credentials(app, stored)
-        try:
-            url = parse_remote(app.source.repo)
-        except RepoUrlError:
-            return None
-        key = ("repository-credentials", app.project, app.source.repo)
-        return self._kept_or(key, lambda: self.store.repositories.for_app(app.project, url))
+
+        def covering(project: str, url: RemoteUrl) -> GitCredentials | None:
+            key = ("repository-credentials", project, app.source.repo)
+            return self._kept_or(key, lambda: self.store.repositories.for_app(project, url))
+
+        return self.store.git_credentials_for(app, covering)
 
     def _kept_or(self, key: Hashable, load: Callable[[], T]) -> T:
         with self._lock:

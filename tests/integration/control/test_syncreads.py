@@ -8,8 +8,10 @@ from dataclasses import replace
 import pytest
 
 from fleet.control.registry.errors import NotFound
+from fleet.control.registry.gitcreds import RepositoryRecord
 from fleet.control.registry.records import DEFAULT_PROJECT
 from fleet.control.registry.syncreads import SyncReads
+from fleet.engine.source.cache import GitCredentials
 from tests.integration.control.test_scheduler import _setup
 from tests.support.fleet import FleetEnv
 
@@ -94,3 +96,21 @@ def test_a_sync_reads_its_app_as_of_its_own_refresh_whatever_another_thread_foun
     reads.refresh()  # this sync begins after the write
     reads._generation = older  # the other thread's late store of what it read before
     assert not reads.get_app(app.name).sync_policy.automated
+
+
+def test_repository_credentials_revoked_are_not_sent_by_the_next_sync(
+    registry: FleetEnv,
+) -> None:
+    _setup(registry)
+    app = registry.add_app(registry.app_name(0), "eu")
+    prefix = app.source.repo.rsplit("/", 1)[0]
+    registry.store.repositories.create(
+        RepositoryRecord("team", prefix, ("default",)), GitCredentials("", "repo-token-1")
+    )
+    reads = SyncReads(registry.store)
+    reads.refresh()
+    found = reads.git_credentials_for(app)
+    assert found is not None and found.password == "repo-token-1"
+    registry.store.repositories.delete("team")
+    reads.refresh()
+    assert reads.git_credentials_for(app) is None
