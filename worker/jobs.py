@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import context, propagate
+from redis.client import Pipeline
 from rq import get_current_job
 
 from fleet.control import backoff, plans
@@ -323,14 +324,20 @@ def _sync(
             requests=requests,
             worker=runtime.name,
         )
-        status.write_sync(runtime.store, record, lease, app=app)
+        synced = (
+            SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
+        )
+        repo = normalize_repo(app.source.repo)
+
+        def note(pipe: Pipeline) -> None:  # what the webhook handler reads (`_note_synced`)
+            runtime.pushes.stage_synced(pipe, repo, instance, synced)
+
+        status.write_sync(runtime.store, record, lease, app=app, also=note)
         if watcher is not None:
             watcher.declare(instance, record.resources)
     finally:
         if watcher is not None:
             watcher.end(instance)
-    synced = SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
-    _note_synced(runtime, app, cluster, synced)
     if result.succeeded:
         runtime.dispatcher.cancel_deferred(instance, served_by=served_by)  # nor any since
     since = dataclasses.replace(intent, since=result.started.timestamp())

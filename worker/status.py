@@ -24,6 +24,7 @@ keeps as the job's return value.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,7 @@ from redis import WatchError
 from redis.client import Pipeline
 
 from fleet.control.registry.records import AppRecord
+from fleet.control.registry.status import parse_status
 from fleet.control.registry.store import Store
 from fleet.control.registry.syncrecords import (
     HISTORY,
@@ -42,7 +44,7 @@ from fleet.control.registry.syncrecords import (
 )
 from fleet.control.routing.leases import HeldLease
 from fleet.model import Outcome, SyncStatus, Trigger
-from worker.transitions import after_sync
+from worker.transitions import Before, after_sync, read_before
 
 
 @dataclass(frozen=True)
@@ -69,23 +71,33 @@ def write_sync(
     lease: HeldLease | None = None,
     *,
     app: AppRecord | None = None,
+    also: Callable[[Pipeline], None] | None = None,
 ) -> None:
     """History and status of a sync; with `lease`, both in one atomic step that runs only while
     the lease's fencing token is current (`HeldLease.fenced`: LeaseLost otherwise). `app`: the
-    record the sync ran with (read again when not given)."""
-    previous = store.get_status(record.app, record.cluster)
+    record the sync ran with (read again when not given); `also`: more commands to stage in
+    the same write."""
+    reads = store.redis.pipeline(transaction=False)  # one round trip for every read
+    store.log.stage_get_status(reads, record.app, record.cluster)
+    read_before(store, reads, record.app, record.cluster)
+    replies = reads.execute()
+    previous = parse_status(replies[0])
     status = _status_of(store, record, previous)
+
+    def write(pipe: Pipeline) -> None:
+        store.log.stage_history(pipe, record.app, record.cluster, record)
+        store.log.stage_status(pipe, record.app, record.cluster, status)
+        if also is not None:
+            also(pipe)
+
     if lease is None:
-        store.add_history(record.app, record.cluster, record)
-        store.set_status(record.app, record.cluster, status)
+        with store.redis.pipeline(transaction=True) as pipe:
+            write(pipe)
+            pipe.execute()
     else:
-
-        def write(pipe: Pipeline) -> None:
-            store.log.stage_history(pipe, record.app, record.cluster, record)
-            store.log.stage_status(pipe, record.app, record.cluster, status)
-
         lease.fenced(write)
-    after_sync(store, previous, status, record, app)  # notifications, clock: never raises
+    before = Before.of(replies[1:])
+    after_sync(store, previous, status, record, app, before)  # never raises
 
 
 UNREACHABLE = "ClusterUnreachable"

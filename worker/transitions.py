@@ -10,10 +10,15 @@ queue a delivery, never a post) and advances the instance's commit-to-healthy cl
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.client import Pipeline
 
 from fleet.control.commitclock import CommitClock
 from fleet.control.notifications import observe
 from fleet.control.notifications.events import Seen
+from fleet.control.notifications.outbox import read_notified
 from fleet.control.registry.records import AppRecord
 from fleet.control.registry.repos import normalize_repo
 from fleet.control.registry.store import Store
@@ -23,14 +28,35 @@ from fleet.model import SyncStatus
 log = logging.getLogger("gitfleet.worker")
 
 
+@dataclass(frozen=True)
+class Before:
+    """What `after_sync` compares with, read before the status write in the round trip that
+    reads the previous status (`read_before`, then `Before.of` its replies)."""
+
+    notified: list[Any]
+    clock: tuple[bytes | None]
+
+    @classmethod
+    def of(cls, replies: list[Any]) -> Before:
+        return cls(replies[0], (replies[1],))
+
+
+def read_before(store: Store, pipe: Pipeline, app: str, cluster: str) -> None:
+    """Stage `after_sync`'s reads on `pipe` (two replies, for `Before.of`)."""
+    read_notified(pipe, store.keys, app, cluster)
+    CommitClock(store.redis, store.keys).read_clock(pipe, app, cluster)
+
+
 def after_sync(
     store: Store,
     previous: InstanceStatus | None,
     status: InstanceStatus,
     record: SyncRecord,
     app: AppRecord | None = None,
+    before: Before | None = None,
 ) -> None:
-    """`app`: the record the sync ran with (read here when not given)."""
+    """`app`: the record the sync ran with (read here when not given); `before`: the
+    notified states and the clock as read before the write (read here when not given)."""
     seen = Seen(
         failed=bool(record.error),
         health=status.health,
@@ -39,7 +65,8 @@ def after_sync(
         was_out_of_sync=previous is not None and previous.sync_status == SyncStatus.OUT_OF_SYNC,
         sync_status=status.sync_status,
     )
-    observe(store.redis, store.keys, record.app, record.cluster, seen, status.revision)
+    notified = before.notified if before is not None else None
+    observe(store.redis, store.keys, record.app, record.cluster, seen, status.revision, notified)
     try:
         app = app if app is not None else store.get_app(record.app)
         CommitClock(store.redis, store.keys).observe(
@@ -50,6 +77,7 @@ def after_sync(
             sync_status=status.sync_status,
             health=status.health,
             started=record.started,
+            read=before.clock if before is not None else None,
         )
     except Exception:
         log.exception("commit-to-healthy clock of %s@%s not advanced", record.app, record.cluster)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from redis import Redis
+from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.registry.instances import instance_key
@@ -58,6 +59,10 @@ class CommitClock:
             pipe.expire(key, PUSH_TTL)
         pipe.execute()
 
+    def read_clock(self, pipe: Pipeline, app: str, cluster: str) -> None:
+        """Stage the read `observe` makes on `pipe`; pass `(its reply,)` as `read`."""
+        pipe.hget(self.keys.commit_clock(f"since:{app}"), cluster)
+
     def observe(
         self,
         app: str,
@@ -68,12 +73,14 @@ class CommitClock:
         sync_status: SyncStatus,
         health: Health,
         started: datetime | None,
+        read: tuple[bytes | None] | None = None,
     ) -> float | None:
-        """Advance the instance's clock after a status write; the seconds observed, if any."""
+        """Advance the instance's clock after a status write; the seconds observed, if any.
+        `read`: the reply of `read_clock`, read before the write (None: read here)."""
         if not revision:
             return None
         since_key = self.keys.commit_clock(f"since:{app}")
-        raw = self.redis.hget(since_key, cluster)
+        raw = read[0] if read is not None else self.redis.hget(since_key, cluster)
         clock = Clock(**json.loads(raw)) if isinstance(raw, bytes) else None
         known = clock
         if clock is None or clock.revision != revision:

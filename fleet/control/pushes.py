@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainSerializer, TypeAdapter
 from redis import Redis
+from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.registry import records
@@ -169,10 +170,16 @@ class PushLog:
     def note_synced(self, repo: str, instance: str, at: SyncedAt | None) -> None:
         """What `instance` matched after a sync or quiet check; None forgets it (a failed
         sync: the next push must sync it whatever it touches)."""
+        self.stage_synced(self.redis, repo, instance, at)
+
+    def stage_synced(
+        self, pipe: Redis | Pipeline, repo: str, instance: str, at: SyncedAt | None
+    ) -> None:
+        """`note_synced` as a command on `pipe` (a caller's write, e.g. a sync's fenced one)."""
         if at is None:
-            self.redis.hdel(self.keys.synced(repo), instance)
+            pipe.hdel(self.keys.synced(repo), instance)
             return
-        self.redis.hset(self.keys.synced(repo), instance, SYNCED.dump_json(at))
+        pipe.hset(self.keys.synced(repo), instance, SYNCED.dump_json(at))
 
     def synced(self, repo: str, instances: Sequence[str]) -> dict[str, SyncedAt]:
         if not instances:

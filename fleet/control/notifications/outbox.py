@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 
 from fleet.control.keys import Keys
 from fleet.control.notifications.events import EVENTS, Change, Seen, changes
@@ -188,19 +189,47 @@ def notify(
     return Outbox(redis, keys).queue(message, wanted)
 
 
-def observe(redis: Redis, keys: Keys, app: str, cluster: str, seen: Seen, revision: str) -> None:
+_KINDS = ("sync", "health")
+
+
+def read_notified(pipe: Pipeline, keys: Keys, app: str, cluster: str) -> None:
+    """Stage the read `observe` makes on `pipe` (its reply is `observe`'s `notified`), so a
+    caller reads it in a round trip it makes anyway."""
+    pipe.hmget(keys.notify(f"last:{app}"), [f"{cluster}|{k}" for k in _KINDS])
+
+
+def observe(
+    redis: Redis,
+    keys: Keys,
+    app: str,
+    cluster: str,
+    seen: Seen,
+    revision: str,
+    notified: list[Any] | None = None,
+) -> None:
     """After a status write: keep the new notified states, queue the transitions' events.
+    `notified`: the reply of `read_notified`, read before the write (None: read here).
     Never raises: a notification problem is logged, and the sync it follows stands."""
     try:
-        _observe(redis, keys, app, cluster, seen, revision)
+        _observe(redis, keys, app, cluster, seen, revision, notified)
     except Exception:
         log.exception("notifications for %s@%s could not be queued", app, cluster)
 
 
-def _observe(redis: Redis, keys: Keys, app: str, cluster: str, seen: Seen, revision: str) -> None:
+def _observe(
+    redis: Redis,
+    keys: Keys,
+    app: str,
+    cluster: str,
+    seen: Seen,
+    revision: str,
+    notified: list[Any] | None,
+) -> None:
     last_key = keys.notify(f"last:{app}")
-    kinds = ("sync", "health")
-    raws = redis.hmget(last_key, [f"{cluster}|{k}" for k in kinds])
+    kinds = _KINDS
+    raws = notified
+    if raws is None:
+        raws = redis.hmget(last_key, [f"{cluster}|{k}" for k in kinds])
     last = {k: r.decode() for k, r in zip(kinds, raws, strict=True) if isinstance(r, bytes)}
     found: list[Change] = changes(seen, last)
     states = {f"{cluster}|{c.kind}": c.state for c in found if c.kind}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -50,8 +51,11 @@ class SyncLog:
         pipe.hset(self.keys.status(app), cluster, STATUS.dump_json(stamped))
 
     def get_status(self, app: str, cluster: str) -> InstanceStatus | None:
-        raw = self.redis.hget(self.keys.status(app), cluster)
-        return STATUS.validate_json(raw) if isinstance(raw, bytes) else None
+        return parse_status(self.redis.hget(self.keys.status(app), cluster))
+
+    def stage_get_status(self, pipe: Pipeline, app: str, cluster: str) -> None:
+        """`get_status` as a command on `pipe`; `parse_status` reads its reply."""
+        pipe.hget(self.keys.status(app), cluster)
 
     def many_statuses(self, instances: list[tuple[str, str]]) -> list[InstanceStatus | None]:
         pipe = self.redis.pipeline(transaction=False)
@@ -148,6 +152,11 @@ class SyncLog:
         prefix = self.keys.stage_durations("")
         names = self.redis.scan_iter(match=self.keys.stage_durations("*"), count=500)
         return sorted(n.decode().removeprefix(prefix) for n in names)
+
+
+def parse_status(raw: Any) -> InstanceStatus | None:
+    """A stored status (a reply of HGET), None when there is none."""
+    return STATUS.validate_json(raw) if isinstance(raw, bytes) else None
 
 
 def _observe(pipe: Pipeline, key: str, seconds: float) -> None:
