@@ -80,7 +80,9 @@ def write_sync(
     reads = store.redis.pipeline(transaction=False)  # one round trip for every read
     store.log.stage_get_status(reads, record.app, record.cluster)
     read_before(store, reads, record.app, record.cluster)
-    replies = reads.execute()
+    replies = reads.execute(raise_on_error=False)  # after_sync's reads must never fail a sync
+    if isinstance(replies[0], Exception):
+        raise replies[0]
     previous = parse_status(replies[0])
     status = _status_of(store, record, previous)
 

@@ -33,12 +33,18 @@ class Before:
     """What `after_sync` compares with, read before the status write in the round trip that
     reads the previous status (`read_before`, then `Before.of` its replies)."""
 
-    notified: list[Any]
-    clock: tuple[bytes | None]
+    notified: list[Any] | None
+    clock: tuple[bytes | None] | None
 
     @classmethod
     def of(cls, replies: list[Any]) -> Before:
-        return cls(replies[0], (replies[1],))
+        """From the two replies (a reply that is an error, such as a key of the wrong type,
+        leaves that read to `after_sync`, which logs what fails there and goes on)."""
+        notified, clock = replies
+        return cls(
+            None if isinstance(notified, Exception) else notified,
+            None if isinstance(clock, Exception) else (clock,),
+        )
 
 
 def read_before(store: Store, pipe: Pipeline, app: str, cluster: str) -> None:
