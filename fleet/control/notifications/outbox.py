@@ -211,40 +211,27 @@ def observe(
     `notified`: the reply of `read_notified`, read before the write (None: read here).
     Never raises: a notification problem is logged, and the sync it follows stands."""
     try:
-        _observe(redis, keys, app, cluster, seen, revision, notified)
+        last_key = keys.notify(f"last:{app}")
+        raws = notified
+        if raws is None:
+            raws = redis.hmget(last_key, [f"{cluster}|{k}" for k in _KINDS])
+        last = {k: r.decode() for k, r in zip(_KINDS, raws, strict=True) if isinstance(r, bytes)}
+        found: list[Change] = changes(seen, last)
+        states = {f"{cluster}|{c.kind}": c.state for c in found if c.kind}
+        if states:
+            redis.hset(last_key, mapping=states)  # type: ignore[arg-type]
+        for change in found:
+            if change.event:
+                notify(
+                    redis,
+                    keys,
+                    change.event,
+                    app,
+                    cluster=cluster,
+                    revision=revision,
+                    reason=change.reason,
+                    recovered_from=change.recovered_from,
+                    seen=seen,
+                )
     except Exception:
         log.exception("notifications for %s@%s could not be queued", app, cluster)
-
-
-def _observe(
-    redis: Redis,
-    keys: Keys,
-    app: str,
-    cluster: str,
-    seen: Seen,
-    revision: str,
-    notified: list[Any] | None,
-) -> None:
-    last_key = keys.notify(f"last:{app}")
-    kinds = _KINDS
-    raws = notified
-    if raws is None:
-        raws = redis.hmget(last_key, [f"{cluster}|{k}" for k in kinds])
-    last = {k: r.decode() for k, r in zip(kinds, raws, strict=True) if isinstance(r, bytes)}
-    found: list[Change] = changes(seen, last)
-    states = {f"{cluster}|{c.kind}": c.state for c in found if c.kind}
-    if states:
-        redis.hset(last_key, mapping=states)  # type: ignore[arg-type]
-    for change in found:
-        if change.event:
-            notify(
-                redis,
-                keys,
-                change.event,
-                app,
-                cluster=cluster,
-                revision=revision,
-                reason=change.reason,
-                recovered_from=change.recovered_from,
-                seen=seen,
-            )
