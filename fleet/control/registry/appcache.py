@@ -121,11 +121,21 @@ class AppCache:
 
     def _refresh(self, generation: int) -> None:
         since = self._generation
+        if since is not None and generation < since:
+            # a generation below the last one seen: mostly a reader that looked before another
+            # reader's newer look (what is held is newer: keep it); but when Redis says so too,
+            # the registry was written again from an older point (restored into a new Redis, a
+            # failover that lost writes), and the changes noted since say nothing about it
+            raw = self.redis.get(self.keys.generation)
+            now = int(raw) if isinstance(raw, bytes) else 0
+            if now >= since:
+                return
+            self._reload()
+            self._generation = now
+            return
         floor_raw = self.redis.get(self.keys.app_changes_floor)
         floor = int(floor_raw) if isinstance(floor_raw, bytes) else 0
-        # a generation below the last one seen: the registry was restored into a new Redis,
-        # or a failover lost writes; the changes noted since then say nothing about this one
-        if since is None or since < floor or generation < since:
+        if since is None or since < floor:
             self._reload()
         else:
             changed = self.redis.zrangebyscore(self.keys.app_changes, f"({since}", "+inf")

@@ -194,3 +194,20 @@ def test_trimming_the_change_log_never_lowers_a_floor_a_restore_raised(
     writer.put_app(_app("alpha"), create=True)
     assert int(client.get(writer.keys.generation) or 0) == trim_at
     assert int(client.get(writer.keys.app_changes_floor) or 0) == trim_at - 10
+
+
+def test_a_reader_that_looked_before_a_newer_one_is_served_without_a_reload(
+    replicas: tuple[Store, Store], client: redis.Redis
+) -> None:
+    """Two sync threads read the generation on either side of a write; the one with the older
+    number asks last. A reload of every app would cost the fleet's size in reads and parses;
+    what the cache holds is newer than asked, which is as good."""
+    writer, reader = replicas
+    writer.put_app(_app("alpha"), create=True)
+    older = int(client.get(writer.keys.generation) or 0)
+    writer.put_app(_app("bravo"), create=True)
+    newer = int(client.get(writer.keys.generation) or 0)
+    assert reader.cached_app("bravo", newer).name == "bravo"
+    client.set(writer.keys.app("alpha"), b"not json: only a full reload would read this")
+    assert reader.cached_app("alpha", older).name == "alpha"
+    assert reader.cached_app("bravo", older).name == "bravo"
