@@ -64,7 +64,7 @@ class Trigger(StrEnum):
     @property
     def may_be_quiet(self) -> bool:
         """A worker may answer it with a quiet check (`worker.quiet`) instead of a full sync,
-        so it never replaces a trigger that must run in full when the two merge."""
+        so it never replaces a rollout step's sync when the two merge (`pending.merged`)."""
         return self in _MAY_BE_QUIET
 
 

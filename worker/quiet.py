@@ -103,15 +103,16 @@ def loud(runtime: Runtime, instance: str, status: InstanceStatus | None) -> str:
 def same(
     desired: sync.Desired, last: SyncRecord, *, pinned: str = ""
 ) -> tuple[sync.Desired | None, str]:
-    """`desired` when it is what `last` synced; else None and why. `pinned` is the commit a
-    rollout pins the instance to ("" none): when the last sync did not run it, the sync runs in
+    """`desired` when it is what `last` synced; else None and why. `pinned` is the revision a
+    rollout pins the instance to ("" none; a branch while the rollout has pinned nothing yet,
+    which is not a commit and does not count): when the last sync did not run it, the sync runs in
     full even if the app's files are the same at both, so the instance's status and history
     say it runs that commit (a rollout step judges exactly that). Any other revision, a branch
     or a pushed commit, is quiet when the app's files did not change: a push to a monorepo
     costs one full sync, of the app it touched."""
     if desired.fingerprint != last.fingerprint:
         return None, "the desired state changed"
-    if pinned and pinned != last.revision:
+    if pinned and pinned == desired.revision and pinned != last.revision:
         return None, f"pinned to {pinned[:12]}; the last sync ran {last.revision[:12]}"
     return desired, ""
 

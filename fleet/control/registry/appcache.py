@@ -86,8 +86,8 @@ class AppCache:
             return list(self._ordered)
 
     def get(self, name: str, generation: int) -> AppRecord | None:
-        """The app named `name` as of `generation` (read by the caller), or None when it is
-        not registered then."""
+        """The app named `name` as of `generation` (read by the caller) or newer, or None when
+        it is not registered then."""
         with self._lock:
             if generation != self._generation:
                 self._refresh(generation)

@@ -90,6 +90,16 @@ def own_credentials(app: AppRecord, stored: BoundCredentials) -> GitCredentials:
     )
 
 
+def best_covering(
+    found: list[RepositoryRecord], project: str, url: RemoteUrl
+) -> RepositoryRecord | None:
+    """Of `found`, the record of the longest prefix that covers `url` for `project`."""
+    covering = [r for r in found if r.covers(project, url)]
+    if not covering:
+        return None
+    return max(covering, key=lambda r: (len(parse_remote(r.url, prefix=True).segments), r.name))
+
+
 class Repositories:
     """Repository credentials an admin registered: records in the clear, secrets encrypted."""
 
@@ -136,11 +146,12 @@ class Repositories:
 
     def for_app(self, project: str, url: RemoteUrl) -> GitCredentials | None:
         """The credentials of the longest prefix that covers `url` for `project`, if any."""
-        covering = [r for r in self.list() if r.covers(project, url)]
-        if not covering:
-            return None
-        best = max(covering, key=lambda r: (len(parse_remote(r.url, prefix=True).segments), r.name))
-        raw = self.redis.get(self.keys.repository_credentials(best.name))
+        best = best_covering(self.list(), project, url)
+        return self.secret_of(best.name) if best is not None else None
+
+    def secret_of(self, name: str) -> GitCredentials | None:
+        """The decrypted credentials of the repository record `name` (None: gone)."""
+        raw = self.redis.get(self.keys.repository_credentials(name))
         if not isinstance(raw, bytes):
             return None
         return records.from_json(GitCredentials, self.box.decrypt(raw))

@@ -442,7 +442,7 @@ class Store:
 
     def cached_app(self, name: str, generation: int) -> AppRecord:
         """`get_app` from this process's app cache, brought to `generation` (a GET of
-        `generation()` the caller made): no read at all while the registry has not changed."""
+        `generation()` the caller made) or newer: no read while the registry has not changed."""
         found = self._app_cache.get(name, generation)
         if found is None:
             raise NotFound(f"no app named {name}")

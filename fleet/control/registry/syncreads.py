@@ -7,7 +7,8 @@ those records goes through the registry's generation-guarded transaction
 (`fleet.control.registry.transact`), which bumps `<p>:registry:generation`; so `refresh()`, one
 GET at the start of each sync, tells whether anything changed since the records were read.
 While nothing did, the sync is answered from memory; after any write, everything is read
-again. A sync therefore sees the registry as of its start, or newer: never older.
+again. A sync therefore sees the registry as of its start, or newer: never older. What is
+kept grows with the registry's clusters, projects and repository records, never with its apps.
 
 Not kept: an app's own git credentials (one per app: they would grow the worker by the fleet's
 size; read each sync), and the cluster's connection settings (an in-cluster token file
@@ -25,6 +26,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from fleet.control.registry.gitcreds import best_covering
 from fleet.control.registry.records import AppRecord, ClusterRecord, ProjectRecord
 from fleet.control.registry.store import Store
 from fleet.engine.source.cache import GitCredentials
@@ -85,9 +87,17 @@ class SyncReads:
         """`Store.git_credentials_for`: the app's own credentials (read every time), else the
         repository credentials that cover its URL for its project (kept)."""
 
+        repositories = self.store.repositories
+
         def covering(project: str, url: RemoteUrl) -> GitCredentials | None:
-            key = ("repository-credentials", project, app.source.repo)
-            return self._kept_or(key, lambda: self.store.repositories.for_app(project, url))
+            # kept: the records (a few) and each one's secret, never anything per app or URL
+            found = self._kept_or(("repositories",), repositories.list)
+            best = best_covering(found, project, url)
+            if best is None:
+                return None
+            return self._kept_or(
+                ("repository", best.name), lambda: repositories.secret_of(best.name)
+            )
 
         return self.store.git_credentials_for(app, covering)
 

@@ -3,6 +3,7 @@ write through the registry changes is seen by the next sync; nothing else is rea
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -80,7 +81,7 @@ def test_a_record_read_while_the_registry_changed_is_used_but_not_kept(
 
 
 def test_a_sync_reads_its_app_as_of_its_own_refresh_whatever_another_thread_found(
-    registry: FleetEnv,
+    registry: FleetEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another sync thread's refresh that read the generation before a write, and stored it
     after this thread stored the newer one, must not make this sync read the app from before
@@ -89,12 +90,21 @@ def test_a_sync_reads_its_app_as_of_its_own_refresh_whatever_another_thread_foun
     app = registry.add_app(registry.app_name(0), "eu", automated=True)
     reads = SyncReads(registry.store)
     reads.refresh()
-    older = int(registry.store.generation() or 0)
+    older = registry.store.generation()
     assert reads.get_app(app.name).sync_policy.automated  # the app cache is at `older`
     off = replace(app.sync_policy, automated=False)
     registry.store.put_app(replace(registry.store.get_app(app.name), sync_policy=off))
     reads.refresh()  # this sync begins after the write
-    reads._generation = older  # the other thread's late store of what it read before
+
+    def late() -> None:  # the other thread: its GET answered before the write
+        monkeypatch.setattr(registry.store, "generation", lambda: older)
+        reads.refresh()
+        assert reads.get_app(app.name).name == app.name  # it reads as of then, or newer
+
+    other = threading.Thread(target=late)
+    other.start()
+    other.join()
+    assert reads._generation == int(older or 0)  # the shared one went back
     assert not reads.get_app(app.name).sync_policy.automated
 
 

@@ -27,7 +27,7 @@ from tests.support.fleet import FleetEnv
 from worker.process import FleetWorker, register
 from worker.runtime import Runtime
 
-ROUND_TRIPS_BUDGET = 35  # 32 measured (44 before the registry read cache, 60 before issue 16)
+ROUND_TRIPS_BUDGET = 35  # 32 measured (44 at 5a22892, 60 before issue 16)
 COMMANDS_BUDGET = 90  # 82 measured (96, 148 before), a Lua script's own commands not counted
 
 

@@ -41,6 +41,8 @@ def test_a_pinned_commit_the_last_sync_did_not_run_is_never_quiet() -> None:
     found, why = same(desired, _last(OLD), pinned=NEW)
     assert found is None and NEW[:12] in why and OLD[:12] in why
     assert same(desired, _last(NEW), pinned=NEW) == (desired, "")  # already ran it: quiet
+    # a rollout that has pinned nothing yet leaves the app's branch: not a commit, no rule
+    assert same(desired, _last(OLD), pinned="main") == (desired, "")
 
 
 def test_a_changed_fingerprint_is_never_quiet() -> None:
