@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import context, propagate
+from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
@@ -327,10 +328,9 @@ def _sync(
         synced = (
             SyncedAt(result.revision, result.inputs, spec_of(app)) if result.succeeded else None
         )
-        repo = normalize_repo(app.source.repo)
 
-        def note(pipe: Pipeline) -> None:  # what the webhook handler reads (`_note_synced`)
-            runtime.pushes.stage_synced(pipe, repo, instance, synced)
+        def note(pipe: Pipeline) -> None:  # in the fenced write
+            _note_synced(runtime, app, cluster, synced, pipe)
 
         status.write_sync(runtime.store, record, lease, app=app, also=note)
         if watcher is not None:
@@ -365,10 +365,17 @@ def _quiet(
     )
 
 
-def _note_synced(runtime: Runtime, app: AppRecord, cluster: str, at: SyncedAt | None) -> None:
-    """Tell the webhook handler what this instance matches (`fleet.control.pushes`)."""
-    repo = normalize_repo(app.source.repo)
-    runtime.pushes.note_synced(repo, instance_key(app.name, cluster), at)
+def _note_synced(
+    runtime: Runtime,
+    app: AppRecord,
+    cluster: str,
+    at: SyncedAt | None,
+    on: Redis | Pipeline | None = None,
+) -> None:
+    """Tell the webhook handler what this instance matches (`fleet.control.pushes`); `on`: a
+    pipeline to stage it on (a sync's fenced write) instead of writing it now."""
+    repo, instance = normalize_repo(app.source.repo), instance_key(app.name, cluster)
+    runtime.pushes.stage_synced(on if on is not None else runtime.redis, repo, instance, at)
 
 
 def _request(

@@ -134,9 +134,10 @@ class RolloutStore:
                     uid_of, stable = _uid_and_stable(raw if isinstance(raw, bytes) else None)
                     if raw is not None and uid_of != uid:
                         return ""
-                    if pin or raw is None or not stable or not claim:
-                        found = pin or (stable if raw is not None else b"")
-                        return found.decode() if isinstance(found, bytes) else str(found)
+                    if pin:
+                        return pin.decode() if isinstance(pin, bytes) else str(pin)
+                    if not claim or not stable:  # a preview; no state, or one with no stable
+                        return stable
                     pipe.multi()
                     pipe.hsetnx(pins, cluster, stable)
                     pipe.hget(pins, cluster)

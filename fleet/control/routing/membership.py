@@ -58,22 +58,17 @@ return 1
 """
 )
 
-_LIVE = (
+_PRUNED_LIVE = (
     _NOW_MS
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 """
 )
+_LIVE = _PRUNED_LIVE + "return live\n"
 
 
-_LIVE_AND_GET = (
-    _NOW_MS
-    + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('GET', KEYS[2])}
-"""
-)
+_LIVE_AND_GET = _PRUNED_LIVE + "return {live, redis.call('GET', KEYS[2])}\n"
 
 
 def _keys(worker: str, prefix: str) -> list[str]:
