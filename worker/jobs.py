@@ -131,7 +131,14 @@ def _journaled(
     runtime: Runtime, instance: str, job_id: str, claim: Pending, lease: HeldLease
 ) -> Answer:
     start = time.time()
-    answer = attempt(runtime, instance, claim.intent, requests=claim.requests, lease=lease)
+    answer = attempt(
+        runtime,
+        instance,
+        claim.intent,
+        requests=claim.requests,
+        lease=lease,
+        deferred=claim.deferred,
+    )
     entry = Entry(
         instance=instance,
         job_id=job_id,
@@ -153,9 +160,11 @@ def attempt(
     *,
     requests: int = 1,
     lease: HeldLease | None = None,
+    deferred: bool = True,
 ) -> Answer:
     """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine, the
-    teardown and every status write) held by the caller."""
+    teardown and every status write) held by the caller. `deferred`: a deferred sync of the
+    instance may wait (False: none did when the sync was claimed, so none is cancelled)."""
     app_name, cluster = split_instance(instance)
     runtime.reads.refresh()  # this sync reads the registry as of now, or newer
     try:
@@ -178,7 +187,7 @@ def attempt(
     waiting = waiting_for(runtime, app)
     if waiting:
         return _wait(runtime, instance, intent, waiting, lease)
-    return _sync(runtime, app, project, cluster, intent, requests, lease)
+    return _sync(runtime, app, project, cluster, intent, requests, lease, deferred)
 
 
 def _stale(runtime: Runtime, app: AppRecord, cluster: str, intent: Intent) -> str:
@@ -302,6 +311,7 @@ def _sync(
     intent: Intent,
     requests: int,
     lease: HeldLease | None = None,
+    deferred: bool = True,
 ) -> Answer:
     if intent.trigger in quiet.QUIET_TRIGGERS:
         desired = _quiet(runtime, app, project, cluster, intent)
@@ -311,7 +321,8 @@ def _sync(
             return quiet.write_checked(runtime, app.name, cluster, lease)
     instance = instance_key(app.name, cluster)
     served_by = telemetry.current_trace_id()
-    runtime.dispatcher.cancel_deferred(instance, served_by=served_by)  # this sync serves them
+    if deferred:  # this sync serves them
+        runtime.dispatcher.cancel_deferred(instance, served_by=served_by)
     watcher = runtime.watcher
     if watcher is not None:
         watcher.begin(instance)  # what the watches see until `declare` may be our own doing

@@ -6,7 +6,7 @@ the child lost at `os._exit`), and warm caches are the point of a long-lived wor
 timeout still applies: in the main thread by SIGALRM (`UnixSignalDeathPenalty`), and in a
 thread (tests run workers in-process) by a timer that raises in the job's thread.
 
-`concurrency` rq workers (default 2) consume the shard queue, one in the calling thread and
+`concurrency` rq workers (default 4) consume the shard queue, one in the calling thread and
 the others in threads, sharing the runtime: a sync spends much of its time waiting for the API
 server, and a second one fills that wait (the instance lease still keeps one instance to one
 sync at a time).
@@ -73,6 +73,16 @@ HEARTBEAT_EVERY_S = 5.0
 long as the hash has more than `worker_ttl` seconds left: rq beats 3 to 4 times per job."""
 SUSPENSION_EVERY_S = 1.0
 """`rq suspend` stops each rq loop of a worker within this long (rq asks before every job)."""
+
+
+def rq_logging_level(level: str) -> str:
+    """The level of rq's own loggers for a worker logging at `level`: its errors and warnings
+    always, its per-job lines only at DEBUG. rq writes four INFO lines per job (dequeued, OK,
+    completed, result kept), which repeat the worker's own line per sync and cost a sync about
+    1% of a worker's CPU."""
+    named = logging.getLevelName(level.upper())
+    number = named if isinstance(named, int) else int(level)
+    return level if number <= logging.DEBUG else logging.getLevelName(max(number, logging.WARNING))
 
 
 def _in_main_thread() -> bool:
@@ -376,7 +386,7 @@ class WorkerProcess:
             *(self.settings.name, self.rq.queue_names(), len(self.rqs)),
         )
         try:
-            self.rq.work(logging_level=logging_level)
+            self.rq.work(logging_level=rq_logging_level(logging_level))
         except HandBack:
             log.warning("worker=%s handed back a job outside a sync", self.settings.name)
         finally:
@@ -408,7 +418,7 @@ class WorkerProcess:
     def _work(self, rq: FleetWorker, logging_level: str) -> None:
         rq.death_penalty_class = TimerDeathPenalty
         try:
-            rq.work(logging_level=logging_level)
+            rq.work(logging_level=rq_logging_level(logging_level))
         except HandBack:  # landed outside a sync job (between jobs): nothing to give back
             pass
         except Exception:

@@ -352,6 +352,9 @@ def test_export_then_import_into_an_empty_redis_restores_a_fleet_that_syncs_quie
         assert worker.poll() is None and api.proc.poll() is None
         worker_output = worker_log.read_text(errors="replace")
         assert worker_output.count("Redis unreachable") == 1, worker_output  # logged once
+        # at INFO, one line per sync, the worker's own: rq's per-job lines show only at DEBUG
+        assert worker_output.count("sync succeeded") >= 2 * len(apps), worker_output
+        assert "Job OK" not in worker_output and "result is kept" not in worker_output
         assert "Traceback" not in worker_output and "Traceback" not in api.output()
     finally:
         if old.proc.poll() is not None:

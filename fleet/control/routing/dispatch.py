@@ -258,11 +258,15 @@ class Dispatcher:
         return self.pending.claim(instance, job_id, worker=worker, now=time.time())
 
     def finish(self, instance: str, job_id: str, *, fallback_queue: str) -> str | None:
-        """End a claimed sync; its follow-up (if any) goes to the instance's current owner."""
-        try:
-            queue = self.queue_for(instance)
-        except NoWorkers:  # not even the finishing worker is live: keep the queue it had
-            queue = fallback_queue
+        """End a claimed sync; its follow-up (if any) goes to the instance's current owner,
+        looked up only when there is one."""
+
+        def queue() -> str:
+            try:
+                return self.queue_for(instance)
+            except NoWorkers:  # not even the finishing worker is live: keep the queue it had
+                return fallback_queue
+
         return self.pending.finish(
             instance, job_id, queue=queue, enqueue=self._enqueue_sync(instance)
         )

@@ -75,6 +75,8 @@ if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then
 end
 local raw = redis.call('HGETALL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'started', ARGV[3])
+raw[#raw + 1] = 'deferred'
+raw[#raw + 1] = redis.call('ZSCORE', KEYS[2], ARGV[4]) and '1' or '0'
 return raw
 """
 
@@ -172,6 +174,7 @@ class Pending:
     worker: str = ""
     started: float = 0.0
     followup: dict[str, Any] | None = None
+    deferred: bool = True  # a deferred sync of the instance may wait (`claim` tells for sure)
 
     @classmethod
     def parse(cls, raw: dict[bytes, bytes]) -> Pending | None:
@@ -187,6 +190,7 @@ class Pending:
             worker=data.get("worker", ""),
             started=float(data.get("started") or 0.0),
             followup=json.loads(data["followup"]) if data.get("followup") else None,
+            deferred=data.get("deferred") != "0",
         )
 
     def next_intent(self) -> Intent:
@@ -300,22 +304,28 @@ class PendingSyncs:
 
     def claim(self, instance: str, job_id: str, *, worker: str, now: float) -> Pending | None:
         """Mark the pending sync running by `worker` if `job_id` is still the one to run (one
-        round trip: a Lua script checks and marks atomically). A record gitfleet did not write
-        reads as None (`read`), as before, though it is then left marked running: the next
-        request replaces it either way."""
-        flat: list[bytes] = self._claim(keys=[self.key(instance)], args=[job_id, worker, now])
+        round trip: a Lua script checks and marks atomically, and says whether a deferred sync
+        of the instance waits: `Pending.deferred`). A record gitfleet did not write reads as
+        None (`read`), as before, though it is then left marked running: the next request
+        replaces it either way."""
+        keys = [self.key(instance), self.deferred]
+        flat: list[bytes] = self._claim(keys=keys, args=[job_id, worker, now, instance])
         if not flat:
             return None
         return read(dict(zip(flat[::2], flat[1::2], strict=True)), instance)
 
-    def finish(self, instance: str, job_id: str, *, queue: str, enqueue: Enqueue) -> str | None:
-        """End the running sync `job_id`; enqueue its follow-up on `queue` if one was asked for.
-        Returns the follow-up's job id. Without a follow-up (the usual end) this is one Lua
-        script; with one, a WATCH/MULTI transaction that pushes its rq job."""
+    def finish(
+        self, instance: str, job_id: str, *, queue: Callable[[], str], enqueue: Enqueue
+    ) -> str | None:
+        """End the running sync `job_id`; enqueue its follow-up on the queue `queue()` names if
+        one was asked for. Returns the follow-up's job id. Without a follow-up (the usual end)
+        this is one Lua script, and `queue` is not called; with one, a WATCH/MULTI transaction
+        that pushes its rq job."""
         key = self.key(instance)
         alone = self._finish_alone(keys=[key, self.index], args=[job_id, instance])
         if int(alone) != 2:
             return None
+        target = queue()
 
         def step(pipe: Pipeline, current: Pending | None) -> str | None:
             pipe.multi()
@@ -327,8 +337,8 @@ class PendingSyncs:
                 return None
             follow = current.followup
             intent = Intent.from_json(follow["intent"])  # the running intent has been served
-            self._queued(pipe, key, str(follow["job"]), queue, intent, int(follow["requests"]))
-            enqueue(pipe, queue, str(follow["job"]), intent)
+            self._queued(pipe, key, str(follow["job"]), target, intent, int(follow["requests"]))
+            enqueue(pipe, target, str(follow["job"]), intent)
             return str(follow["job"])
 
         followed: str | None = self._transaction(instance, step)

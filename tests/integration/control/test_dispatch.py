@@ -99,6 +99,24 @@ def test_a_stale_job_cannot_claim_the_instance(registry: FleetEnv) -> None:
     assert registry.dispatcher.claim(instance, ref.job_id, worker="w-b") is None
 
 
+def test_a_claim_says_whether_a_deferred_sync_of_its_instance_waits(registry: FleetEnv) -> None:
+    names = _setup(registry)
+    instance, other = instance_key(names[0], "us:1"), instance_key(names[1], "eu")
+    retry = Intent(trigger=Trigger.RETRY, attempt=1)
+    registry.dispatcher.defer(other, retry, delay=60)  # another instance's retry
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
+    claimed = registry.dispatcher.claim(instance, ref.job_id, worker="w-a")
+    assert claimed is not None and claimed.deferred is False
+    assert registry.dispatcher.finish(instance, ref.job_id, fallback_queue="") is None
+    registry.dispatcher.defer(instance, retry, delay=60)
+    ref = registry.dispatcher.request_sync(names[0], "us:1", trigger=Trigger.MANUAL)
+    claimed = registry.dispatcher.claim(instance, ref.job_id, worker="w-a")
+    assert claimed is not None and claimed.deferred is True
+    assert registry.dispatcher.pending.deferred_at(instance) is not None  # a claim drops none
+    stored = registry.dispatcher.pending.get(instance)
+    assert stored is not None and stored.deferred is True  # unknown outside a claim: may wait
+
+
 def test_no_live_worker_is_a_clear_retryable_error(registry: FleetEnv) -> None:
     names = _setup(registry)
     for worker in WORKERS:
