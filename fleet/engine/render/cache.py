@@ -203,11 +203,15 @@ def _run(job: RenderJob) -> Rendered:
 
 
 def _encode(rendered: Rendered, path: str) -> bytes:
+    """The render as JSON, in a bytes object of its own size: orjson's result keeps the whole
+    buffer it wrote into (4 KB or more for a one-object render), and the memory cache keeps
+    hundreds of them."""
     objects, origins = rendered
     try:
-        return orjson.dumps(
+        written = orjson.dumps(
             {"objects": objects, "origins": origins}, option=orjson.OPT_NON_STR_KEYS
         )
+        return bytes(memoryview(written))
     except TypeError as e:
         raise RenderError(f"{path or '.'}: a value cannot be represented in JSON: {e}") from e
 
