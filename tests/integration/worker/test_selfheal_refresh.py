@@ -18,6 +18,7 @@ from fleet.control.registry.syncrecords import InstanceStatus, ResourceRecord
 from fleet.control.routing import membership
 from fleet.model import Action
 from tests.support.fleet import FleetEnv
+from worker import selfheal as selfheal_module
 from worker.runtime import Runtime
 from worker.selfheal import SelfHeal
 
@@ -88,6 +89,42 @@ def test_a_watch_that_could_not_start_is_tried_again_while_nothing_changed(
         attempts = [r for r in caplog.records if "cannot watch ConfigMap" in r.getMessage()]
         assert len(attempts) == 3
         assert selfheal.watch_cache("eu", "v1", "ConfigMap") is None
+    finally:
+        selfheal.stop()
+        runtime.close()
+
+
+def test_a_full_reload_reads_the_statuses_a_chunk_at_a_time(
+    registry: FleetEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's full reload reads every status it owns; at most `STATUS_CHUNK` replies are
+    held at once, so its memory does not peak with the size of its shard, and every
+    instance's declared objects are still read, across the chunks' edges."""
+    names = _owned_by_w_a(registry, 10)
+    for index, name in enumerate(names):
+        if index != 5:  # one never synced: it declares nothing
+            made = ResourceRecord(
+                version="v1", kind="ConfigMap", name=f"c{index}", action=Action.CREATED
+            )
+            registry.store.set_status(name, "eu", InstanceStatus(resources=(made,)))
+    monkeypatch.setattr(selfheal_module, "STATUS_CHUNK", 4)
+    runtime = Runtime(registry.settings("w-a"), registry.redis)
+    asked: list[int] = []
+    raw_statuses = runtime.store.log.raw_statuses
+
+    def counted(instances: list[tuple[str, str]]) -> list[bytes | None]:
+        asked.append(len(instances))
+        return raw_statuses(instances)
+
+    runtime.store.log.raw_statuses = counted  # type: ignore[method-assign]
+    selfheal = SelfHeal(runtime)
+    try:
+        declared = selfheal._owned_declarations()
+        assert asked == [4, 4, 2]
+        assert declared is not None
+        for index, name in enumerate(names):
+            names_declared = {ref.name for ref in declared[f"{name}@eu"]}
+            assert names_declared == (set() if index == 5 else {f"c{index}"})
     finally:
         selfheal.stop()
         runtime.close()
