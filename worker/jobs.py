@@ -349,8 +349,8 @@ def _sync(
     finally:
         if watcher is not None:
             watcher.end(instance)
-    if result.succeeded:
-        runtime.dispatcher.cancel_deferred(instance, served_by=served_by)  # nor any since
+    if result.succeeded or not deferred:  # nor any since (or, unchecked at the start, at all)
+        runtime.dispatcher.cancel_deferred(instance, served_by=served_by)
     since = dataclasses.replace(intent, since=result.started.timestamp())
     retried = result.error and result.error_stage not in WAITS_FOR_A_PERSON
     retry = {"retry_in_s": _retry(runtime, app, cluster, since)} if retried else {}

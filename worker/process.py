@@ -76,13 +76,16 @@ SUSPENSION_EVERY_S = 1.0
 
 
 def rq_logging_level(level: str) -> str:
-    """The level of rq's own loggers for a worker logging at `level`: its errors and warnings
-    always, its per-job lines only at DEBUG. rq writes four INFO lines per job (dequeued, OK,
-    completed, result kept), which repeat the worker's own line per sync and cost a sync about
-    1% of a worker's CPU."""
+    """The level name of rq's own loggers for a worker logging at `level` (a name or a number):
+    its errors and warnings always, its per-job lines only at DEBUG. rq writes four INFO lines
+    per job (dequeued, OK, completed, result kept), which repeat the worker's own line per sync
+    and cost a sync about 1% of a worker's CPU; the worker logs suspension itself
+    (`FleetWorker.set_state`)."""
     named = logging.getLevelName(level.upper())
     number = named if isinstance(named, int) else int(level)
-    return level if number <= logging.DEBUG else logging.getLevelName(max(number, logging.WARNING))
+    return (
+        "DEBUG" if number <= logging.DEBUG else logging.getLevelName(max(number, logging.WARNING))
+    )
 
 
 def _in_main_thread() -> bool:
@@ -218,7 +221,12 @@ class FleetWorker(SimpleWorker):
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         """rq's state write, skipped when Redis already holds `state` from our last direct
-        write (rq sets IDLE after each job and again before each dequeue)."""
+        write (rq sets IDLE after each job and again before each dequeue). Entering and
+        leaving `rq suspend` is logged here, as rq logs it only at INFO (`rq_logging_level`)."""
+        if state == WorkerStatus.SUSPENDED and self._state != state:
+            log.warning("%s: suspended by `rq suspend`: no new syncs until `rq resume`", self.name)
+        elif self._state == WorkerStatus.SUSPENDED and state != self._state:
+            log.warning("%s: resumed after `rq suspend`", self.name)
         if pipeline is not None:  # written when rq's pipeline runs, if it does: unknown
             self._state_written = None
             super().set_state(state, pipeline)

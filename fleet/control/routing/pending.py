@@ -26,8 +26,10 @@ is returned (`Requested.dropped`), so the dispatcher can close its trace with a 
 the sync it was merged into.
 
 Retries are cancelled by the syncs that serve them: a sync that starts, or succeeds, for an
-instance removes its deferred syncs (`cancel_deferred`), and a retry that still reaches a worker
-after a newer sync started is stale (`Intent.since`, checked by the worker).
+instance removes its deferred syncs (`cancel_deferred`; at the start only when its claim saw
+one waiting, and then, when it saw none, at its end whatever the outcome), and a retry that
+still reaches a worker after a newer sync started is stale (`Intent.since`, checked by the
+worker).
 
 Deferred syncs (retries with backoff, dependency waits, a busy lease) wait in a sorted set by
 due time; `due` pops them atomically, so any number of processes may pump it.
@@ -64,8 +66,10 @@ end
 return out
 """
 
-# `claim` in one round trip: KEYS[1] the pending hash; ARGV job id, worker, now. The hash as it
-# was (a flat field/value list) when the job's queued sync was marked running, else empty.
+# `claim` in one round trip: KEYS[1] the pending hash, KEYS[2] the deferred set; ARGV job id,
+# worker, now, instance. The hash as it was (a flat field/value list) when the job's queued sync
+# was marked running, with a last pseudo-field `deferred` ('1' when a deferred sync of the
+# instance waits, else '0'); empty when the job may not run.
 _CLAIM = """
 if redis.call('HGET', KEYS[1], 'job') ~= ARGV[1] then
   return {}

@@ -159,3 +159,27 @@ def _cm(value: str) -> str:
     from tests.support import manifests as m
 
     return m.configmap("settings", f"k: {value}")
+
+
+def test_a_sync_that_fails_with_no_retry_left_still_cancels_the_deferred_sync_it_served(
+    fleet: FleetEnv, api: TestClient, spans: InMemorySpanExporter
+) -> None:
+    """A deferred sync waiting when a newer sync is claimed is cancelled by it, also when that
+    sync fails and schedules nothing: the older intent (here at the older commit) never runs."""
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    instance = instance_key(app, cluster)
+    old = fleet.commit_apps([app])
+    fleet.repo.commit({f"apps/{app}/bad.yaml": "kind: [unclosed\n"})
+    fleet.add_app(app, cluster, retry=RetryPolicy(limit=0))
+    waiting = Intent(Trigger.MANUAL, old, {"traceparent": f"00-{'a' * 32}-{'1' * 16}-01"})
+    fleet.dispatcher.defer(instance, waiting, delay=3600)
+    fleet.worker_thread("alpha")
+
+    failed_trace = _sync(api, app)
+    wait_until(lambda: len(fleet.store.history(app, cluster)) == 1, timeout=60, what="failure")
+    failed = fleet.store.history(app, cluster)[0]
+    assert (failed.result, failed.error_stage) == ("failed", "render")
+    assert fleet.dispatcher.pending.deferred_at(instance) is None  # served, so cancelled
+    assert fleet.dispatcher.pump(time.time() + 7200) == []  # and nothing fires later
+    served = _spans(spans, "a" * 32)["gitfleet.sync.merged"]
+    assert served.attributes["gitfleet.merged_into_trace"] == failed_trace

@@ -15,7 +15,10 @@ from worker.process import rq_logging_level
         ("ERROR", "ERROR"),
         ("CRITICAL", "CRITICAL"),
         ("DEBUG", "DEBUG"),
-        ("10", "10"),
+        ("10", "DEBUG"),
+        ("5", "DEBUG"),
+        ("NOTSET", "DEBUG"),
+        ("WARN", "WARNING"),
     ],
 )
 def test_rq_logs_its_per_job_lines_only_when_the_worker_debugs(worker: str, rq: str) -> None:
