@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from fleet.errors import FleetError
 from fleet.telemetry.sdk import flush, setup_tracing
+from worker.allocator import limit_arenas
 from worker.process import DRAIN_TIMEOUT_S, WorkerProcess
 from worker.settings import WorkerSettings
 
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    limit_arenas()  # before any thread starts
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

@@ -1,0 +1,61 @@
+"""The worker's malloc arena limit, in fresh interpreters: eight threads allocating with the
+GIL released (ctypes calls release it) get an arena each without the limit, two with it."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+CHURN = textwrap.dedent(
+    """
+    import ctypes, sys, threading
+    from worker.allocator import limit_arenas
+    if sys.argv[1] == "limit":
+        assert limit_arenas() is True
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    def churn():
+        for _ in range(20000):
+            libc.free(libc.malloc(2048))
+    threads = [threading.Thread(target=churn) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    libc.malloc_stats()  # one "Arena N:" block per arena, on the C stderr
+    """
+)
+
+
+def _arenas(mode: str, **env: str) -> int:
+    clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHURN, mode],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+def test_a_worker_process_allocates_from_at_most_two_arenas() -> None:
+    assert _arenas("none") > 2  # what glibc does by itself with eight busy threads
+    assert _arenas("limit") <= 2
+
+
+def test_an_operator_s_malloc_arena_max_wins() -> None:
+    script = "from worker.allocator import limit_arenas; assert limit_arenas() is False"
+    clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    subprocess.run(
+        [sys.executable, "-c", script],
+        env={**clean, "MALLOC_ARENA_MAX": "4"},
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
