@@ -118,7 +118,14 @@ def test_the_client_follows_a_failover_to_the_promoted_replica(
         # A forced failover leaves the old master writable until Sentinel demotes it (a dead
         # one takes no writes): write once it is a replica, which refuses the write.
         old = redis.Redis.from_url(master.url)
-        wait_for(lambda: old.role()[0] == b"slave", what="the old master demoted", timeout=30)
+
+        def demoted() -> bool:
+            try:
+                return bool(old.role()[0] == b"slave")
+            except redis.ConnectionError:  # a demoted master drops its clients' connections
+                return False
+
+        wait_for(demoted, what="the old master demoted", timeout=30)
         old.close()
 
         def written() -> bool:
