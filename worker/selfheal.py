@@ -70,9 +70,10 @@ log = logging.getLogger("gitfleet.selfheal")
 WatchKey = tuple[str, str, str]  # cluster, apiVersion, kind
 FULL_RELOAD_EVERY = 60.0  # seconds between refreshes that re-read every status
 STATUS_CHUNK = 500
-"""Statuses a refresh reads per round trip. A status is 1 to 2 KB of JSON: reading all of a
-worker's 5,000 at once held about 8 MB of replies at the peak of every full reload, which the
-allocator kept, so the worker's memory grew with the apps by more than what it keeps of them."""
+"""Statuses a refresh reads per round trip. A one-object app's status is about 1.3 KB of JSON:
+reading all of a worker's 5,000 at once held about 6.5 MB of replies at the peak of every full
+reload, which the allocator kept, so the worker's memory grew with the apps by more than what
+it keeps of them."""
 WATCH_LINGER = 600.0  # seconds an unneeded watch keeps running before it is stopped
 
 
