@@ -1,16 +1,17 @@
 """A worker's C allocator: at most `ARENAS` glibc malloc arenas.
 
-glibc gives a thread that finds the arenas in use busy an arena of its own, up to eight per
-core, and memory freed in one arena serves only that arena's later requests. Python objects
-come from Python's own allocator; what reaches malloc is larger buffers: Redis replies and
-pipelines, HTTP bodies, TLS records, rendered JSON, often allocated by C code with the GIL
-released, which is when threads find an arena busy. A worker runs its sync threads, watches and
-housekeeping in one process, so each arena kept its own high-water mark, and the worker's RSS
-grew with the apps by more than what it keeps of them. In the large benchmark (10,000 apps),
-two arenas took the workers' RSS growth from 2.0 to 2.2 KB per app down to 1.4 KB.
+glibc gives each thread an arena of its own (up to eight per core), and memory freed in one
+arena serves only that arena's later requests. Python objects come from Python's own
+allocator; what reaches malloc is larger buffers: Redis replies and pipelines, HTTP bodies, TLS
+records, rendered JSON. A worker runs its sync threads, watches and housekeeping in one
+process, so each arena kept its own high-water mark, and the worker's RSS grew with the apps by
+more than what it keeps of them. In the large benchmark (10,000 apps), with the self-heal
+reload's peak also cut (`worker.selfheal.STATUS_CHUNK`), the workers' RSS grew by 1.2 KB per
+app with glibc's own arenas and 0.9 to 1.1 KB with two, at no worker CPU the runs could tell.
 
-`MALLOC_ARENA_MAX` in the environment, which glibc reads at start, is left to win. A C library
-without `mallopt` (musl) has nothing to set.
+An arena limit the operator set (`MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in
+`GLIBC_TUNABLES`), which glibc reads at start, is left to win. A C library without `mallopt`
+(musl), or a platform without a C library to load this way, has nothing set.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ M_ARENA_MAX = -8  # mallopt's parameter number for the arena limit (glibc's mall
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """Cap glibc's malloc arenas at `arenas` for the allocations that follow (call it before
     starting threads). True when the limit was set."""
-    if "MALLOC_ARENA_MAX" in os.environ:
+    if "MALLOC_ARENA_MAX" in os.environ or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: no CDLL(None) (Windows)
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int

@@ -83,9 +83,14 @@ def rq_logging_level(level: str) -> str:
     (`FleetWorker.set_state`)."""
     named = logging.getLevelName(level.upper())
     number = named if isinstance(named, int) else int(level)
-    return (
-        "DEBUG" if number <= logging.DEBUG else logging.getLevelName(max(number, logging.WARNING))
-    )
+    if number <= logging.DEBUG:
+        return "DEBUG"
+    # the nearest standard level at or above: rq sets levels by name, and 35 has none
+    wanted = max(number, logging.WARNING)
+    return next((name for limit, name in RQ_LEVELS if wanted <= limit), "CRITICAL")
+
+
+RQ_LEVELS = ((logging.WARNING, "WARNING"), (logging.ERROR, "ERROR"), (logging.CRITICAL, "CRITICAL"))
 
 
 def _in_main_thread() -> bool:
@@ -141,6 +146,7 @@ class FleetWorker(SimpleWorker):
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         """SIGTERM/SIGINT: drain the whole process (every rq loop), not this loop alone."""
+        log.info("worker=%s stopping on signal %s: no new syncs, draining", self.name, signum)
         if self.on_stop is not None:
             self.on_stop()
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
@@ -225,8 +231,8 @@ class FleetWorker(SimpleWorker):
         leaving `rq suspend` is logged here, as rq logs it only at INFO (`rq_logging_level`)."""
         if state == WorkerStatus.SUSPENDED and self._state != state:
             log.warning("%s: suspended by `rq suspend`: no new syncs until `rq resume`", self.name)
-        elif self._state == WorkerStatus.SUSPENDED and state != self._state:
-            log.warning("%s: resumed after `rq suspend`", self.name)
+        elif self._state == WorkerStatus.SUSPENDED != state and not self._stop_requested:
+            log.warning("%s: resumed after `rq suspend`", self.name)  # not on the way out
         if pipeline is not None:  # written when rq's pipeline runs, if it does: unknown
             self._state_written = None
             super().set_state(state, pipeline)

@@ -22,10 +22,12 @@ from fleet.control.registry.instances import instance_key
 from fleet.control.registry.records import RetryPolicy
 from fleet.control.routing import membership
 from fleet.control.routing.pending import Intent
-from fleet.model import Trigger
+from fleet.model import Outcome, Trigger
 from fleet.telemetry import spans as telemetry
 from tests.support.fleet import FleetEnv, settings_ref, wait_until
 from tests.support.traces import trace_id_of
+from worker import jobs
+from worker.runtime import Runtime
 
 TOKEN = "test-admin-token"
 SLOW_RETRY = RetryPolicy(limit=3, backoff_s=60.0, factor=2.0, max_backoff_s=120.0)
@@ -183,3 +185,28 @@ def test_a_sync_that_fails_with_no_retry_left_still_cancels_the_deferred_sync_it
     assert fleet.dispatcher.pump(time.time() + 7200) == []  # and nothing fires later
     served = _spans(spans, "a" * 32)["gitfleet.sync.merged"]
     assert served.attributes["gitfleet.merged_into_trace"] == failed_trace
+
+
+def test_a_deferred_sync_written_after_the_claim_is_cancelled_when_the_sync_fails(
+    fleet: FleetEnv,
+) -> None:
+    """A claim that saw no deferred sync skips the cancel at the sync's start; one written
+    after the claim (a pump putting back what it popped) is then cancelled at the sync's end,
+    also when the sync fails with no retry left, so the older intent never runs."""
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    instance = instance_key(app, cluster)
+    old = fleet.commit_apps([app])
+    fleet.repo.commit({f"apps/{app}/bad.yaml": "kind: [unclosed\n"})
+    fleet.add_app(app, cluster, retry=RetryPolicy(limit=0))
+    runtime = Runtime(fleet.settings("w-direct"), fleet.redis)
+    try:
+        fleet.dispatcher.defer(instance, Intent(Trigger.MANUAL, old), delay=3600)
+        with fleet.dispatcher.leases.held(instance, "w-direct/1/x", 30.0) as held:
+            answer = jobs.attempt(
+                runtime, instance, Intent(Trigger.MANUAL), lease=held, deferred=False
+            )
+        assert answer.outcome == Outcome.FAILED, answer.body
+        assert fleet.dispatcher.pending.deferred_at(instance) is None
+        assert fleet.dispatcher.pump(time.time() + 7200) == []
+    finally:
+        runtime.close()

@@ -2,11 +2,17 @@
 GIL released (ctypes calls release it) get an arena each without the limit, two with it."""
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="arenas and malloc_stats are glibc's"
+)
 ROOT = Path(__file__).resolve().parents[3]
 CHURN = textwrap.dedent(
     """
@@ -49,13 +55,12 @@ def test_a_worker_process_allocates_from_at_most_two_arenas() -> None:
     assert _arenas("limit") <= 2
 
 
-def test_an_operator_s_malloc_arena_max_wins() -> None:
+@pytest.mark.parametrize(
+    "setting", [{"MALLOC_ARENA_MAX": "4"}, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"}]
+)
+def test_an_operator_s_arena_limit_wins(setting: dict[str, str]) -> None:
     script = "from worker.allocator import limit_arenas; assert limit_arenas() is False"
-    clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    kept = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
     subprocess.run(
-        [sys.executable, "-c", script],
-        env={**clean, "MALLOC_ARENA_MAX": "4"},
-        cwd=ROOT,
-        check=True,
-        timeout=60,
+        [sys.executable, "-c", script], env={**kept, **setting}, cwd=ROOT, check=True, timeout=60
     )

@@ -19,6 +19,9 @@ from worker.process import rq_logging_level
         ("5", "DEBUG"),
         ("NOTSET", "DEBUG"),
         ("WARN", "WARNING"),
+        ("35", "ERROR"),
+        ("45", "CRITICAL"),
+        ("60", "CRITICAL"),
     ],
 )
 def test_rq_logs_its_per_job_lines_only_when_the_worker_debugs(worker: str, rq: str) -> None:
