@@ -75,6 +75,9 @@ SUSPENSION_EVERY_S = 1.0
 """`rq suspend` stops each rq loop of a worker within this long (rq asks before every job)."""
 
 
+RQ_LEVELS = ((logging.WARNING, "WARNING"), (logging.ERROR, "ERROR"), (logging.CRITICAL, "CRITICAL"))
+
+
 def rq_logging_level(level: str) -> str:
     """The level name of rq's own loggers for a worker logging at `level` (a name or a number):
     its errors and warnings always, its per-job lines only at DEBUG. rq writes four INFO lines
@@ -88,9 +91,6 @@ def rq_logging_level(level: str) -> str:
     # the nearest standard level at or above: rq sets levels by name, and 35 has none
     wanted = max(number, logging.WARNING)
     return next((name for limit, name in RQ_LEVELS if wanted <= limit), "CRITICAL")
-
-
-RQ_LEVELS = ((logging.WARNING, "WARNING"), (logging.ERROR, "ERROR"), (logging.CRITICAL, "CRITICAL"))
 
 
 def _in_main_thread() -> bool:
@@ -146,9 +146,10 @@ class FleetWorker(SimpleWorker):
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         """SIGTERM/SIGINT: drain the whole process (every rq loop), not this loop alone."""
-        log.info("worker=%s stopping on signal %s: no new syncs, draining", self.name, signum)
         if self.on_stop is not None:
             self.on_stop()
+        with contextlib.suppress(Exception):  # a handler interrupting a log write: drain anyway
+            log.info("worker=%s stopping on signal %s: no new syncs, draining", self.name, signum)
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
 
     def hand_back(self) -> bool:
@@ -250,8 +251,11 @@ class FleetWorker(SimpleWorker):
             super()._install_signal_handlers()  # type: ignore[no-untyped-call]
 
     def halt(self) -> None:
-        """Stop after the current job (for workers run in a thread)."""
+        """Stop after the current job (for workers run in a thread), or at once while `rq
+        suspend` holds the loop: rq's suspension wait and its loop both end on
+        `_stop_requested`, which rq itself sets only for a loop that is busy."""
         self._halt.set()
+        self._stop_requested = True
 
     def unsubscribe(self) -> None:
         """rq's, with a bounded wait for its pubsub thread: redis-py's `stop()` joins it
