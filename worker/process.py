@@ -383,6 +383,7 @@ class WorkerProcess:
         return self.selfheal
 
     def run(self, *, logging_level: str = "INFO") -> None:
+        rq_level = rq_logging_level(logging_level)  # a level rq cannot set fails here, first
         main = _in_main_thread()
         self.rq.death_penalty_class = UnixSignalDeathPenalty if main else TimerDeathPenalty
         if main:  # a SIGTERM before rq installs its own handlers drains too, never kills
@@ -393,7 +394,7 @@ class WorkerProcess:
         self.keeper.start()
         self.checker.start()
         helpers = [
-            threading.Thread(target=self._work, args=(rq, logging_level), daemon=True)
+            threading.Thread(target=self._work, args=(rq, rq_level), daemon=True)
             for rq in self.rqs[1:]
         ]
         for thread in helpers:
@@ -404,7 +405,7 @@ class WorkerProcess:
             *(self.settings.name, self.rq.queue_names(), len(self.rqs)),
         )
         try:
-            self.rq.work(logging_level=rq_logging_level(logging_level))
+            self.rq.work(logging_level=rq_level)
         except HandBack:
             log.warning("worker=%s handed back a job outside a sync", self.settings.name)
         finally:
@@ -433,10 +434,10 @@ class WorkerProcess:
             s.health_host, s.health_port, lambda: self.keeper.is_alive(stale_after)
         ).start()
 
-    def _work(self, rq: FleetWorker, logging_level: str) -> None:
+    def _work(self, rq: FleetWorker, rq_level: str) -> None:
         rq.death_penalty_class = TimerDeathPenalty
         try:
-            rq.work(logging_level=rq_logging_level(logging_level))
+            rq.work(logging_level=rq_level)
         except HandBack:  # landed outside a sync job (between jobs): nothing to give back
             pass
         except Exception:

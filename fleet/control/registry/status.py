@@ -58,11 +58,7 @@ class SyncLog:
         pipe.hget(self.keys.status(app), cluster)
 
     def many_statuses(self, instances: list[tuple[str, str]]) -> list[InstanceStatus | None]:
-        pipe = self.redis.pipeline(transaction=False)
-        for app, cluster in instances:
-            pipe.hget(self.keys.status(app), cluster)
-        raws = pipe.execute() if instances else []
-        return [STATUS.validate_json(raw) if isinstance(raw, bytes) else None for raw in raws]
+        return [parse_status(raw) for raw in self.raw_statuses(instances)]
 
     def raw_statuses(self, instances: list[tuple[str, str]]) -> list[bytes | None]:
         """The stored JSON of each (app, cluster)'s status, in one round trip: what a
