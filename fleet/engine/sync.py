@@ -332,13 +332,14 @@ def _run_stages(
     _guard_empty(req, objects, inventory)
 
     def confirm(step: str) -> None:
-        """Before the first write: read the inventory presumed absent, or claim it."""
+        """Before the first write: read the inventory presumed absent, or claim it. Validation
+        checks the lease itself right before it calls this, so only the claim checks here."""
         nonlocal presumed, stored, inventory
         if not presumed:
             return
         presumed = False
-        req.check_lease(step)
         if step == _CLAIM:
+            req.check_lease(step)
             try:
                 stored = inventory_store.claim(req.owner, _entries(plan), fence=req.fence)
                 applier.writes += 1  # counted in a re-plan's note too
@@ -421,8 +422,9 @@ def _run_stages(
     if isinstance(applied, NewerRevision):
         raise applied
     # 6. prune: what this app owned before and no longer declares
+    # (the lease is checked before each batch of deletes, in `prune.execute`, not here: the
+    # stage's reads write nothing, and the record below checks it again)
     with _stage(ledger, "prune", enabled=req.prune) as span:
-        req.check_lease("prune")
         pruning = _plan_prune(req, clients, plan, ownership, inventory, index=caches.labelled)
         if req.prune:  # again: the cluster may have changed while the waves ran
             _check_budget(req, pruning, declared=_declared(plan))

@@ -160,8 +160,7 @@ class WaveRunner:
 
     def _run_waves(self, plan: SyncPlan, *, deadline: float) -> None:
         try:
-            for wave in plan.waves:
-                self._check(f"{wave.phase} wave {wave.number}")
+            for wave in plan.waves:  # `_run_wave` checks the lease before each tier's writes
                 self._run_wave(wave, deadline=deadline)
         except LeaseLost:
             raise  # not ours any more: no SyncFail hooks either

@@ -20,7 +20,8 @@ Fencing (instance leases, `fence_of` given): each acquisition increments a per-i
 same script that takes the lease, so every holder has a token greater than every earlier one.
 Renewal and `current` succeed only while the lease names the holder *and* the counter still
 equals its token. The worker hands the engine `HeldLease.guard`, which the engine calls before
-each wave, before prune and before its record; the token itself is written into the in-cluster
+each write (its inventory claim, each tier of a wave, each batch of deletes, its record) and
+during health waits; the token itself is written into the in-cluster
 inventory (compared by the API server through `resourceVersion`) and checked in the same
 Lua script that makes the status write (`HeldLease.fenced`, one atomic step), so a holder that
 was paused past its deadline cannot write after a newer one did. Recovery waits `expired_for`

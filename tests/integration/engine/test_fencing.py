@@ -80,14 +80,16 @@ def test_the_engine_stops_at_its_guard_and_a_stale_token_writes_nothing(
     s.repo.commit({"app/a.yaml": m.configmap("a")})
     first = Guard(token=1)
     assert s.sync(prune=True, guard=first).error == ""
-    assert {"record", "prune"} <= set(first.seen) and any("wave" in x for x in first.seen)
+    # checked before each write: the tier of wave 0 and the record (nothing to prune)
+    assert "record" in first.seen and any("wave" in x for x in first.seen), first.seen
+    assert not any(x.startswith("prune") for x in first.seen), first.seen
     inventory = InventoryStore(kube)
     stored = inventory.read(s.app)
     assert stored is not None and stored.fence == 1
 
     s.repo.commit({"app/a.yaml": None, "app/b.yaml": m.configmap("b")})
-    lost = s.sync(prune=True, guard=Guard(token=2, lost_at="prune"))
-    assert lost.error_stage == "lease", lost.error
+    lost = s.sync(prune=True, guard=Guard(token=2, lost_at="prune batch"))
+    assert lost.error_stage == "lease", lost.error  # before its first delete
     assert kube.get(_cm(namespace, "a")) is not None, "pruned after the lease was lost"
     kept = inventory.read(s.app)
     assert kept is not None and kept.fence == 1 and kept.entries == stored.entries
