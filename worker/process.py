@@ -46,9 +46,11 @@ from typing import Any
 
 from redis import Redis
 from rq.exceptions import DeserializationError, StopRequested
-from rq.job import Job
+from rq.executions import Execution
+from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.timeouts import TimerDeathPenalty, UnixSignalDeathPenalty
+from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from fleet.control.connection import TRANSIENT, Outage, connect
@@ -208,6 +210,55 @@ class FleetWorker(SimpleWorker):
 
     def increment_total_working_time(self, job_execution_time: Any, pipeline: Any) -> None:
         pass
+
+    # rq's end of a job: the same records, in fewer round trips.
+
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        """rq notes the end time and writes the job's `last_heartbeat` in a round trip of its
+        own; here the heartbeat goes into the job's success or failure transaction (rq's
+        `heartbeat_ttl` is unused by the heartbeat itself: it only sets that field)."""
+        job.ended_at = job.last_heartbeat = now()
+
+    def handle_job_success(
+        self, job: Job, queue: Queue, started_job_registry: Any, execution: Execution
+    ) -> None:
+        """rq's success bookkeeping (status, result, finished registry, the job's expiry, the
+        end of its execution, the worker's return to idle) in one transaction. rq's own first
+        WATCHes the job's dependents and reads them, two more round trips, to release jobs
+        waiting on this one: gitfleet never enqueues a job that depends on another
+        (`fleet.control.routing.dispatch`), nor one that repeats or is rate limited, so this
+        skips them. A result TTL of 0 (rq: delete the job at once) is not one gitfleet sets."""
+        result_ttl = job.get_result_ttl(self.default_result_ttl)
+        with self.connection.pipeline() as pipe:
+            if result_ttl != 0:
+                job._handle_success(  # also saves the job's hash, `last_heartbeat` with it
+                    result_ttl,
+                    pipeline=pipe,
+                    worker_name=self.name,
+                    execution_id=execution.id,
+                    execution_started_at=execution.created_at,
+                    execution_ended_at=job.ended_at,
+                )
+            job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
+            self.cleanup_execution(job, pipeline=pipe, execution=execution)
+            self.set_state(WorkerStatus.IDLE, pipeline=pipe)  # rq's next step, a round trip
+            pipe.execute()
+        self._state_written = WorkerStatus.IDLE  # so rq's own IDLE write right after is skipped
+        job._status = JobStatus.FINISHED
+
+    def handle_job_failure(
+        self,
+        job: Job,
+        queue: Queue,
+        started_job_registry: Any = None,
+        exc_string: str = "",
+        execution: Execution | None = None,
+    ) -> None:
+        """rq's, after the heartbeat `handle_execution_ended` left to it (failures are rare:
+        the round trip stays)."""
+        with contextlib.suppress(*TRANSIENT):
+            job.heartbeat(job.last_heartbeat or now(), 0)
+        super().handle_job_failure(job, queue, started_job_registry, exc_string, execution)
 
     # rq's loop quits on any Redis error outside its dequeue (which waits for Redis to come
     # back): these steps of each round let a restart pass instead, so the process lives on.
