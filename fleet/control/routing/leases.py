@@ -10,7 +10,9 @@ finds it taken and backs off.
   script: a GET followed by a separate PEXPIRE/DEL could act on a lease that expired and was
   taken by someone else in between.
 - Expiry is Redis's PX TTL, measured by the Redis server alone, so worker clocks never matter.
-- `Lease.held` renews in a background thread every ttl/3. A renewal that is refused means the
+- `Lease.held` renews every ttl/3, from one background thread per `Lease` that renews every
+  lease held through it (`Renewer`; a thread per sync cost a worker a thread start and join
+  for every sync, most of which end before their first renewal). A renewal that is refused means the
   lease expired or was taken: the holder is told through `HeldLease.lost` / `check()`, and
   leaving the block raises `LeaseLost`, so the loss is never silent. A Redis error during a
   renewal is retried on the next tick for as long as the lease can still be valid.
@@ -148,6 +150,65 @@ def _millis(ttl: float) -> int:
     return max(1, round(ttl * 1000))
 
 
+class Renewer:
+    """One daemon thread that renews each lease held through a `Lease` every ttl/3 of its own,
+    started with the first lease and idle (waiting, no CPU) while none is held.
+
+    `remove` returns only once no renewal of that lease is under way, so nothing renews a
+    lease after its holder stopped it and released it (a late refusal would mark it lost). The
+    renewals run one after another: a Redis slow to answer one is slow for all, and a lease
+    whose renewal is late past its deadline counts as lost (`HeldLease.lost`), as before."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[HeldLease, float] = {}  # next renewal, monotonic seconds
+        self._busy: HeldLease | None = None  # the lease being renewed right now
+        self._thread: threading.Thread | None = None
+
+    def add(self, held: HeldLease) -> None:
+        with self._cond:
+            self._due[held] = time.monotonic() + held.ttl / 3
+            if self._thread is None or not self._thread.is_alive():  # first, or after a fork
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def remove(self, held: HeldLease) -> None:
+        with self._cond:
+            self._due.pop(held, None)
+            while self._busy is held:
+                self._cond.wait()
+
+    def holding(self) -> int:
+        """How many leases it renews now."""
+        with self._cond:
+            return len(self._due)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                held, at = min(self._due.items(), key=lambda item: item[1])
+                delay = at - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                self._busy = held
+                self._cond.release()
+                try:
+                    again = held.renew_due()
+                finally:
+                    self._cond.acquire()
+                    self._busy = None
+                    self._cond.notify_all()
+                if again and held in self._due:
+                    self._due[held] = time.monotonic() + held.ttl / 3
+                else:
+                    self._due.pop(held, None)
+
+
 class Lease:
     """Leases by name, each stored under the key `key_of(name)` gives: `Keys.lease` for
     application instances (fenced: `fence_of` is `Keys.fence`), `Keys.scheduler_lease` for the
@@ -170,6 +231,7 @@ class Lease:
         self._expired_for = redis.register_script(_EXPIRED_FOR)
         self._advance = redis.register_script(_ADVANCE)
         self._fenced_write = redis.register_script(_FENCED_WRITE)
+        self.renewer = Renewer()
 
     def key(self, app: str) -> str:
         return self.key_of(app)
@@ -234,7 +296,7 @@ class Lease:
 
     @contextmanager
     def held(self, app: str, holder: str, ttl: float) -> Iterator[HeldLease]:
-        """Hold the lease for the duration of the block, renewing it every ttl/3.
+        """Hold the lease for the duration of the block, renewing it every ttl/3 (`Renewer`).
 
         Raises `LeaseBusy` when someone else holds it, and `LeaseLost` on leaving the block
         when the lease was lost meanwhile (unless the block itself raised).
@@ -254,7 +316,8 @@ class Lease:
 
 
 class HeldLease:
-    """A lease kept alive by a background thread; ask `lost` or call `check()` between steps.
+    """A lease kept alive by its `Lease`'s renewer thread between `start` and `stop`; ask `lost`
+    or call `check()` between steps.
 
     `guard` (the engine's `SyncGuard`) is `check()` plus asking Redis whether the token is
     still current; `fenced` runs a Redis write only while it is."""
@@ -277,8 +340,6 @@ class HeldLease:
         self.cause: BaseException | None = None
         self._valid_until = valid_until
         self._lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._keep, name=f"lease-{app}", daemon=True)
 
     @property
     def lost(self) -> bool:
@@ -345,21 +406,25 @@ class HeldLease:
         )
 
     def start(self) -> None:
-        self._thread.start()
+        """Renew it every ttl/3 from now on."""
+        self.lease.renewer.add(self)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        """No more renewals (none is under way once this returns)."""
+        self.lease.renewer.remove(self)
 
-    def _keep(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
-            asked = time.monotonic()
-            renewed = self._renew_once()
-            if renewed:
-                self._valid_until, self.cause = asked + self.ttl, None
-            elif renewed is False or time.monotonic() >= self._valid_until:
-                self._lost.set()
-                return
+    def renew_due(self) -> bool:
+        """One renewal, when it is due (the renewer calls it); False once the lease is lost:
+        refused, or Redis could not be asked until its deadline passed."""
+        asked = time.monotonic()
+        renewed = self._renew_once()
+        if renewed:
+            self._valid_until, self.cause = asked + self.ttl, None
+            return True
+        if renewed is False or time.monotonic() >= self._valid_until:
+            self._lost.set()
+            return False
+        return True
 
     def _renew_once(self) -> bool | None:
         """True when renewed, False when refused, None when Redis could not be asked."""
@@ -370,4 +435,4 @@ class HeldLease:
             return None
 
 
-__all__ = ["HeldLease", "Lease", "LeaseBusy", "LeaseLost"]
+__all__ = ["HeldLease", "Lease", "LeaseBusy", "LeaseLost", "Renewer"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -95,3 +96,24 @@ def test_an_error_inside_the_block_still_releases_the_lease(lease: Lease) -> Non
     with failing, lease.held("shop", "worker-a", ttl=30):
         raise RuntimeError("apply failed")
     assert lease.holder("shop") is None
+
+
+def test_one_thread_renews_every_lease_held_at_once(lease: Lease) -> None:
+    """Five leases held at once, each for four of its TTLs: all stay held, by renewals from
+    the one renewer thread of their `Lease`, and none is renewed once released."""
+    names = [f"shop-{i}" for i in range(5)]
+    with contextlib.ExitStack() as stack:
+        kept = [stack.enter_context(lease.held(name, "worker-a", ttl=0.3)) for name in names]
+        assert lease.renewer.holding() == 5
+        until = time.monotonic() + 1.2
+        while time.monotonic() < until:
+            assert [lease.holder(name) for name in names] == ["worker-a"] * 5
+            time.sleep(0.05)
+        assert not any(k.lost for k in kept)
+        renewers = [t for t in threading.enumerate() if t.name == "lease-renewer"]
+        assert len(renewers) >= 1 and all(t.daemon for t in renewers)
+        ours = lease.renewer._thread
+        assert ours is not None and ours in renewers
+        assert not any(t.name.startswith("lease-shop") for t in threading.enumerate())
+    assert lease.renewer.holding() == 0
+    assert [lease.holder(name) for name in names] == [None] * 5
