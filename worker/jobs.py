@@ -166,7 +166,7 @@ def attempt(
     teardown and every status write) held by the caller. `deferred`: a deferred sync of the
     instance may wait (False: none did when the sync was claimed, so none is cancelled)."""
     app_name, cluster = split_instance(instance)
-    runtime.reads.refresh()  # this sync reads the registry as of now, or newer
+    runtime.reads.refresh(app_name, cluster)  # this sync reads the registry as of now, or newer
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:

@@ -12,7 +12,8 @@ kept grows with the registry's clusters, projects and repository records, never 
 
 Not kept: an app's own git credentials (one per app: they would grow the worker by the fleet's
 size; read each sync), and the cluster's connection settings (an in-cluster token file
-rotates; `Store.cluster_config` keeps its own parse). App records come from the store's app
+rotates; `Store.cluster_config` keeps its own parse); `refresh(app, cluster)` reads both in its
+own round trip, for the sync's first read of each. App records come from the store's app
 cache (`fleet.control.registry.appcache`), which the worker holds anyway.
 
 Thread-safe: a worker's sync threads share one. A record read while another thread found a new
@@ -44,11 +45,17 @@ class SyncReads:
         self._lock = threading.Lock()
         self._mine = threading.local()  # the generation this thread's sync began at
 
-    def refresh(self) -> None:
+    def refresh(self, app: str = "", cluster: str = "") -> None:
         """Forget every record kept when the registry changed since they were read (one GET).
         The generation read is also this thread's: its app reads are as of it, or newer,
-        whatever another thread's refresh found meanwhile."""
-        raw = self.store.generation()
+        whatever another thread's refresh found meanwhile. `app`, `cluster`: the instance
+        this sync is of; its app's own git credentials and the cluster's connection settings,
+        read every sync and never kept, are read in the same round trip, for this thread's
+        next read of each (`Store.generation_with`)."""
+        keys = self.store.keys
+        early = [keys.app_credentials(app)] if app else []
+        early += [keys.cluster_credentials(cluster)] if cluster else []
+        raw = self.store.generation_with(early) if early else self.store.generation()
         generation = int(raw) if raw is not None else 0
         self._mine.generation = generation
         with self._lock:

@@ -124,3 +124,60 @@ def test_repository_credentials_revoked_are_not_sent_by_the_next_sync(
     registry.store.repositories.delete("team")
     reads.refresh()
     assert reads.git_credentials_for(app) is None
+
+
+def test_an_instances_credentials_are_read_with_the_generation_once_and_while_fresh(
+    registry: FleetEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`refresh(app, cluster)` reads the app's own git credentials and the cluster's
+    connection settings in its one round trip: the sync's next read of each is answered from
+    it (no GET), the one after reads Redis again, and an early read older than
+    `EARLY_READ_S` is never used."""
+    from fleet.control.registry import store as store_module
+
+    _setup(registry)
+    app = registry.add_app(registry.app_name(0), "eu")
+    secret = GitCredentials(username="u", password="p1")
+    registry.store.put_app(app, credentials=secret)
+    reads = SyncReads(registry.store)
+    gets: list[str] = []
+    real_get = registry.store.redis.get
+
+    watched = {
+        registry.store.keys.app_credentials(app.name),
+        registry.store.keys.cluster_credentials("eu"),
+    }
+
+    def counted(key: str) -> object:
+        if key in watched:  # the two keys a sync reads every time (the registry's writes read more)
+            gets.append(key)
+        return real_get(key)
+
+    monkeypatch.setattr(registry.store.redis, "get", counted)
+    reads.refresh(app.name, "eu")
+    config = registry.store.cluster_config("eu")
+    found = reads.git_credentials_for(app)
+    assert found is not None and found.password == "p1"
+    assert config.server == "https://127.0.0.1:1"
+    assert gets == [], "answered from the refresh's round trip"
+    # the credentials change: a read that is not the sync's first goes to Redis
+    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p2"))
+    again = reads.git_credentials_for(app)
+    assert again is not None and again.password == "p2"
+    assert gets == [registry.store.keys.app_credentials(app.name)]
+    # an early read gone stale is not used: the value in Redis now is
+    monkeypatch.setattr(store_module, "EARLY_READ_S", 0.0)
+    reads.refresh(app.name, "eu")
+    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p3"))
+    late = reads.git_credentials_for(app)
+    assert late is not None and late.password == "p3"
+    # another thread's refresh never answers this one's reads
+    reads.refresh(app.name, "eu")
+    gets.clear()
+    monkeypatch.setattr(store_module, "EARLY_READ_S", 60.0)
+    other = threading.Thread(target=lambda: reads.refresh(app.name, "eu"))
+    other.start()
+    other.join()
+    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p4"))
+    mine = reads.git_credentials_for(app)
+    assert mine is not None and mine.password == "p4"
