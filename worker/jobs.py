@@ -165,8 +165,22 @@ def attempt(
     """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine, the
     teardown and every status write) held by the caller. `deferred`: a deferred sync of the
     instance may wait (False: none did when the sync was claimed, so none is cancelled)."""
+    runtime.reads.refresh(split_instance(instance)[1])  # the registry as of now, or newer
+    try:
+        return _attempt(runtime, instance, intent, requests, lease, deferred)
+    finally:
+        runtime.reads.done()
+
+
+def _attempt(
+    runtime: Runtime,
+    instance: str,
+    intent: Intent,
+    requests: int,
+    lease: HeldLease | None,
+    deferred: bool,
+) -> Answer:
     app_name, cluster = split_instance(instance)
-    runtime.reads.refresh(app_name, cluster)  # this sync reads the registry as of now, or newer
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:

@@ -91,9 +91,10 @@ class SyncRequest:
     app_uid: str = ""
     project: str = ""
     adopt_legacy: bool = False
-    # The lease this sync holds (None: standalone, unfenced). Checked before each write: the
-    # inventory claim, each tier of a wave, each batch of deletes, the record (and during
-    # health waits); its token fences the inventory write.
+    # The lease this sync holds (None: standalone, unfenced). Checked before the inventory
+    # claim, the Namespaces and CRDs validation writes, each tier of a wave, each batch of
+    # deletes and the record, and at each poll of a health wait; its token fences the
+    # inventory write.
     guard: SyncGuard | None = field(default=None, repr=False, compare=False)
     # A hint that the instance was never synced (the worker's first lease of it): a fenced sync
     # then presumes it has no inventory instead of reading one, and creates it before its first

@@ -99,9 +99,13 @@ class Store:
 
     def generation_with(self, keys: Sequence[str]) -> bytes | None:
         """`generation()`, with `keys` read in the same round trip for this thread's next read
-        of each (`_read`), if it comes within `EARLY_READ_S`: a sync reads the generation,
-        then its app's own git credentials and its cluster's settings, which change without
-        a generation bump and so are read every sync, only a few milliseconds later."""
+        of each (`_read`), if it comes within `EARLY_READ_S`, in place of any this thread's
+        last call read: a sync reads the generation, then its cluster's connection settings,
+        which change without a generation bump and so are read every sync, a few
+        milliseconds later. Only for keys whose value a sync may take from its start."""
+        if not keys:
+            self.forget_early()
+            return self.generation()
         pipe = self.redis.pipeline(transaction=False)
         pipe.get(self.keys.generation)
         for key in keys:
@@ -113,6 +117,10 @@ class Store:
         }
         self._early.until = time.monotonic() + EARLY_READ_S
         return generation if isinstance(generation, bytes) else None
+
+    def forget_early(self) -> None:
+        """Drop this thread's early reads (`generation_with`) not used yet."""
+        self._early.values = None
 
     def _early_value(self, key: str) -> tuple[bool, bytes | None]:
         """(True, the value `generation_with` read for `key`), once, while fresh; else

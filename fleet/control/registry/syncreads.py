@@ -12,8 +12,8 @@ kept grows with the registry's clusters, projects and repository records, never 
 
 Not kept: an app's own git credentials (one per app: they would grow the worker by the fleet's
 size; read each sync), and the cluster's connection settings (an in-cluster token file
-rotates; `Store.cluster_config` keeps its own parse); `refresh(app, cluster)` reads both in its
-own round trip, for the sync's first read of each. App records come from the store's app
+rotates; `Store.cluster_config` keeps its own parse; `refresh(cluster)` reads them in its own
+round trip, for the sync's first read). App records come from the store's app
 cache (`fleet.control.registry.appcache`), which the worker holds anyway.
 
 Thread-safe: a worker's sync threads share one. A record read while another thread found a new
@@ -45,17 +45,18 @@ class SyncReads:
         self._lock = threading.Lock()
         self._mine = threading.local()  # the generation this thread's sync began at
 
-    def refresh(self, app: str = "", cluster: str = "") -> None:
+    def refresh(self, cluster: str = "") -> None:
         """Forget every record kept when the registry changed since they were read (one GET).
         The generation read is also this thread's: its app reads are as of it, or newer,
-        whatever another thread's refresh found meanwhile. `app`, `cluster`: the instance
-        this sync is of; its app's own git credentials and the cluster's connection settings,
-        read every sync and never kept, are read in the same round trip, for this thread's
-        next read of each (`Store.generation_with`)."""
-        keys = self.store.keys
-        early = [keys.app_credentials(app)] if app else []
-        early += [keys.cluster_credentials(cluster)] if cluster else []
-        raw = self.store.generation_with(early) if early else self.store.generation()
+        whatever another thread's refresh found meanwhile. `cluster`: the cluster this sync
+        is of, whose connection settings (read every sync, never kept) are read in the same
+        round trip, for this thread's next read of them (`Store.generation_with`; any value
+        an earlier refresh of the thread read is dropped). The app's own git credentials are
+        not read early: they must be no older than the app record the sync reads after this
+        (a record moved to a new URL with new credentials, or deleted and created again
+        without any, in one write, would otherwise meet the credentials from before it)."""
+        early = [self.store.keys.cluster_credentials(cluster)] if cluster else []
+        raw = self.store.generation_with(early)
         generation = int(raw) if raw is not None else 0
         self._mine.generation = generation
         with self._lock:
@@ -71,6 +72,10 @@ class SyncReads:
         if generation is None:
             return self.store.get_app(name)
         return self.store.cached_app(name, generation)
+
+    def done(self) -> None:
+        """The sync is over: drop what its refresh read early and it did not use."""
+        self.store.forget_early()
 
     def list_clusters(self) -> list[ClusterRecord]:
         return list(self._kept_or(("clusters",), self.store.list_clusters))

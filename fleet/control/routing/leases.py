@@ -22,11 +22,11 @@ Fencing (instance leases, `fence_of` given): each acquisition increments a per-i
 same script that takes the lease, so every holder has a token greater than every earlier one.
 Renewal and `current` succeed only while the lease names the holder *and* the counter still
 equals its token. The worker hands the engine `HeldLease.guard`, which the engine calls before
-each write (its inventory claim, each tier of a wave, each batch of deletes, its record) and
-during health waits; the token itself is written into the in-cluster
-inventory (compared by the API server through `resourceVersion`) and checked in the same
-Lua script that makes the status write (`HeldLease.fenced`, one atomic step), so a holder that
-was paused past its deadline cannot write after a newer one did. Recovery waits `expired_for`
+its inventory claim, the Namespaces and CRDs validation writes, each tier of a wave, each batch
+of deletes and its record, and at each poll of a health wait; the token itself is written
+into the in-cluster inventory (compared by the API server through `resourceVersion`) and
+checked in the same Lua script that makes the status write (`HeldLease.fenced`, one atomic
+step), so a holder that was paused past its deadline cannot write after a newer one did. Recovery waits `expired_for`
 past the deadline.
 
 The sync pipeline never imports this module; the worker wraps a sync in `held`.
@@ -34,6 +34,7 @@ The sync pipeline never imports this module; the worker wraps a sync in `held`.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -45,6 +46,8 @@ from redis import Redis, RedisError
 from redis.client import Pipeline
 
 from fleet.errors import FleetError, LeaseLost
+
+log = logging.getLogger("gitfleet.leases")
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -427,10 +430,16 @@ class HeldLease:
         return True
 
     def _renew_once(self) -> bool | None:
-        """True when renewed, False when refused, None when Redis could not be asked."""
+        """True when renewed, False when refused, None when Redis could not be asked (or the
+        renewal failed otherwise: logged, and never allowed to end the renewer's thread, which
+        keeps every lease of the process)."""
         try:
             return self.lease.renew(self.app, self.holder, self.ttl, self.token)
         except RedisError as e:
+            self.cause = e
+            return None
+        except Exception as e:
+            log.exception("renewing the lease of %s failed; trying again next time", self.app)
             self.cause = e
             return None
 

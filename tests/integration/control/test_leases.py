@@ -117,3 +117,29 @@ def test_one_thread_renews_every_lease_held_at_once(lease: Lease) -> None:
         assert not any(t.name.startswith("lease-shop") for t in threading.enumerate())
     assert lease.renewer.holding() == 0
     assert [lease.holder(name) for name in names] == [None] * 5
+
+
+def test_a_renewal_that_fails_oddly_stops_no_other_lease(
+    lease: Lease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One renewer thread keeps every lease of its `Lease`: a renewal that raises something
+    other than a Redis error (found by an attack review) is logged and tried again, and must
+    neither end the thread nor cost the other leases theirs."""
+    real = lease.renew
+    failed: list[str] = []
+
+    def flaky(app: str, holder: str, ttl: float, token: int = 0) -> bool:
+        if app == "a" and not failed:
+            failed.append(app)
+            raise ValueError("not a Redis error")
+        return real(app, holder, ttl, token)
+
+    monkeypatch.setattr(lease, "renew", flaky)
+    with lease.held("a", "w", ttl=0.6) as a, lease.held("b", "w", ttl=0.6) as b:
+        until = time.monotonic() + 1.5  # past both TTLs: only renewals keep them
+        while time.monotonic() < until:
+            time.sleep(0.05)
+        assert failed == ["a"]
+        assert (lease.holder("a"), lease.holder("b")) == ("w", "w")
+        assert not a.lost and not b.lost
+        assert lease.renewer._thread is not None and lease.renewer._thread.is_alive()

@@ -10,7 +10,7 @@ import pytest
 
 from fleet.control.registry.errors import NotFound
 from fleet.control.registry.gitcreds import RepositoryRecord
-from fleet.control.registry.records import DEFAULT_PROJECT
+from fleet.control.registry.records import DEFAULT_PROJECT, ClusterCredentials, ClusterRecord
 from fleet.control.registry.syncreads import SyncReads
 from fleet.engine.source.cache import GitCredentials
 from tests.integration.control.test_scheduler import _setup
@@ -126,58 +126,89 @@ def test_repository_credentials_revoked_are_not_sent_by_the_next_sync(
     assert reads.git_credentials_for(app) is None
 
 
-def test_an_instances_credentials_are_read_with_the_generation_once_and_while_fresh(
+def test_a_clusters_settings_are_read_with_the_generation_once_and_while_fresh(
     registry: FleetEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`refresh(app, cluster)` reads the app's own git credentials and the cluster's
-    connection settings in its one round trip: the sync's next read of each is answered from
-    it (no GET), the one after reads Redis again, and an early read older than
-    `EARLY_READ_S` is never used."""
+    """`refresh(cluster)` reads the cluster's connection settings in its one round trip: the
+    sync's next read of them is answered from it (no GET), the one after reads Redis again,
+    an early read older than `EARLY_READ_S` is never used, and another thread's is never
+    this one's."""
     from fleet.control.registry import store as store_module
 
     _setup(registry)
-    app = registry.add_app(registry.app_name(0), "eu")
-    secret = GitCredentials(username="u", password="p1")
-    registry.store.put_app(app, credentials=secret)
-    reads = SyncReads(registry.store)
+    store, key = registry.store, registry.store.keys.cluster_credentials("eu")
+    reads = SyncReads(store)
     gets: list[str] = []
-    real_get = registry.store.redis.get
+    real_get = store.redis.get
 
-    watched = {
-        registry.store.keys.app_credentials(app.name),
-        registry.store.keys.cluster_credentials("eu"),
-    }
+    def counted(name: str) -> object:
+        if name == key:
+            gets.append(name)
+        return real_get(name)
 
-    def counted(key: str) -> object:
-        if key in watched:  # the two keys a sync reads every time (the registry's writes read more)
-            gets.append(key)
-        return real_get(key)
-
-    monkeypatch.setattr(registry.store.redis, "get", counted)
-    reads.refresh(app.name, "eu")
-    config = registry.store.cluster_config("eu")
-    found = reads.git_credentials_for(app)
-    assert found is not None and found.password == "p1"
-    assert config.server == "https://127.0.0.1:1"
+    monkeypatch.setattr(store.redis, "get", counted)
+    reads.refresh("eu")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:1"
     assert gets == [], "answered from the refresh's round trip"
-    # the credentials change: a read that is not the sync's first goes to Redis
-    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p2"))
-    again = reads.git_credentials_for(app)
-    assert again is not None and again.password == "p2"
-    assert gets == [registry.store.keys.app_credentials(app.name)]
-    # an early read gone stale is not used: the value in Redis now is
+    _moved(registry, "https://127.0.0.1:2")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:2"  # not the sync's first
+    assert gets == [key]
     monkeypatch.setattr(store_module, "EARLY_READ_S", 0.0)
-    reads.refresh(app.name, "eu")
-    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p3"))
-    late = reads.git_credentials_for(app)
-    assert late is not None and late.password == "p3"
-    # another thread's refresh never answers this one's reads
-    reads.refresh(app.name, "eu")
-    gets.clear()
+    reads.refresh("eu")
+    _moved(registry, "https://127.0.0.1:3")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:3"  # stale: read again
     monkeypatch.setattr(store_module, "EARLY_READ_S", 60.0)
-    other = threading.Thread(target=lambda: reads.refresh(app.name, "eu"))
+    other = threading.Thread(target=lambda: reads.refresh("eu"))
     other.start()
     other.join()
-    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p4"))
-    mine = reads.git_credentials_for(app)
-    assert mine is not None and mine.password == "p4"
+    _moved(registry, "https://127.0.0.1:4")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:4"
+    # what a refresh read early and the sync did not use is gone when it is done, and the
+    # next refresh that names no cluster (a preview) drops it too
+    reads.refresh("eu")
+    reads.done()
+    _moved(registry, "https://127.0.0.1:5")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:5"
+    reads.refresh("eu")
+    reads.refresh()
+    _moved(registry, "https://127.0.0.1:6")
+    assert store.cluster_config("eu").server == "https://127.0.0.1:6"
+
+
+def _moved(env: FleetEnv, server: str) -> None:
+    creds = ClusterCredentials(server=server, token="t")
+    env.store.put_cluster(ClusterRecord("eu", server), creds)
+
+
+def test_an_apps_own_credentials_are_never_older_than_its_record(registry: FleetEnv) -> None:
+    """Found by an attack review of reading them early, with the generation: an app moved to
+    a new URL with new credentials in one write, right after the sync's refresh, must meet
+    its new credentials (not be refused for the old ones); an app deleted and created again
+    without credentials must not be sent the deleted one's."""
+    _setup(registry)
+    name = registry.app_name(0)
+    app = registry.add_app(name, "eu")
+    registry.store.put_app(app, credentials=GitCredentials(username="u", password="p1"))
+    reads = SyncReads(registry.store)
+    reads.refresh()
+    reads.get_app(name)  # the app cache is warm, as in a worker
+    registry.add_app("other", "eu")
+    reads.refresh("eu")
+    moved = replace(
+        registry.store.get_app(name), source=replace(app.source, repo=app.source.repo + "-moved")
+    )
+    registry.store.put_app(moved, credentials=GitCredentials(username="u", password="p2"))
+    found = reads.git_credentials_for(reads.get_app(name))
+    assert found is not None and found.password == "p2"
+    reads.done()
+
+    reads.refresh("eu")
+    registry.store.delete_app(name, force=True)
+    again = registry.add_app(name, "eu")
+    assert not again.has_credentials
+    other = threading.Thread(target=registry.store.list_apps_cached)  # another thread's reload
+    other.start()
+    other.join()
+    record = reads.get_app(name)
+    assert record.uid == again.uid
+    assert reads.git_credentials_for(record) is None, "the deleted app's credentials were sent"
