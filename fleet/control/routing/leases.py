@@ -26,8 +26,8 @@ its inventory claim, the Namespaces and CRDs validation writes, each tier of a w
 of deletes and its record, and at each poll of a health wait; the token itself is written
 into the in-cluster inventory (compared by the API server through `resourceVersion`) and
 checked in the same Lua script that makes the status write (`HeldLease.fenced`, one atomic
-step), so a holder that was paused past its deadline cannot write after a newer one did. Recovery waits `expired_for`
-past the deadline.
+step), so a holder that was paused past its deadline cannot write after a newer one did.
+Recovery waits `expired_for` past the deadline.
 
 The sync pipeline never imports this module; the worker wraps a sync in `held`.
 """
