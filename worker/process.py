@@ -215,8 +215,9 @@ class FleetWorker(SimpleWorker):
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         """rq notes the end time and writes the job's `last_heartbeat` in a round trip of its
-        own; here the heartbeat goes into the job's success or failure transaction (rq's
-        `heartbeat_ttl` is unused by the heartbeat itself: it only sets that field)."""
+        own; here the heartbeat goes into the success transaction (the job's hash is saved
+        there), and `handle_job_failure` writes it first, in a round trip of its own. rq 3.0's
+        `Job.heartbeat` sets only that field and ignores `heartbeat_ttl`."""
         job.ended_at = job.last_heartbeat = now()
 
     def handle_job_success(
@@ -254,8 +255,8 @@ class FleetWorker(SimpleWorker):
         exc_string: str = "",
         execution: Execution | None = None,
     ) -> None:
-        """rq's, after the heartbeat `handle_execution_ended` left to it (failures are rare:
-        the round trip stays)."""
+        """rq's own failure handling, after writing the heartbeat `handle_execution_ended` no
+        longer writes (failures are rare: that round trip stays)."""
         with contextlib.suppress(*TRANSIENT):
             job.heartbeat(job.last_heartbeat or now(), 0)
         super().handle_job_failure(job, queue, started_job_registry, exc_string, execution)

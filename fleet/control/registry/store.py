@@ -99,9 +99,9 @@ class Store:
 
     def generation_with(self, keys: Sequence[str]) -> bytes | None:
         """`generation()`, with `keys` read in the same round trip for this thread's next read
-        of each (`_read`), if it comes within `EARLY_READ_S`, in place of any this thread's
-        last call read: a sync reads the generation, then its cluster's connection settings,
-        which change without a generation bump and so are read every sync, a few
+        of each (`_read`), if it comes within `EARLY_READ_S`, replacing whatever this thread's
+        previous call read early: a sync reads the generation, then its cluster's connection
+        settings, which change without a generation bump and so are read every sync, a few
         milliseconds later. Only for keys whose value a sync may take from its start."""
         if not keys:
             self.forget_early()

@@ -12,9 +12,9 @@ kept grows with the registry's clusters, projects and repository records, never 
 
 Not kept: an app's own git credentials (one per app: they would grow the worker by the fleet's
 size; read each sync), and the cluster's connection settings (an in-cluster token file
-rotates; `Store.cluster_config` keeps its own parse; `refresh(cluster)` reads them in its own
-round trip, for the sync's first read). App records come from the store's app
-cache (`fleet.control.registry.appcache`), which the worker holds anyway.
+rotates; `Store.cluster_config` keeps its own parse; `refresh(cluster)` reads them in the
+round trip that reads the generation, for the sync's first read). App records come from the
+store's app cache (`fleet.control.registry.appcache`), which the worker holds anyway.
 
 Thread-safe: a worker's sync threads share one. A record read while another thread found a new
 generation is used by its sync but not kept (the epoch check), so a read older than a write
@@ -46,8 +46,8 @@ class SyncReads:
         self._mine = threading.local()  # the generation this thread's sync began at
 
     def refresh(self, cluster: str = "") -> None:
-        """Forget every record kept when the registry changed since they were read (one GET).
-        The generation read is also this thread's: its app reads are as of it, or newer,
+        """Forget every record kept when the registry changed since they were read (one round
+        trip). The generation read is also this thread's: its app reads are as of it, or newer,
         whatever another thread's refresh found meanwhile. `cluster`: the cluster this sync
         is of, whose connection settings (read every sync, never kept) are read in the same
         round trip, for this thread's next read of them (`Store.generation_with`; any value

@@ -171,7 +171,7 @@ class Renewer:
     def add(self, held: HeldLease) -> None:
         with self._cond:
             self._due[held] = time.monotonic() + held.ttl / 3
-            if self._thread is None or not self._thread.is_alive():  # first, or after a fork
+            if self._thread is None or not self._thread.is_alive():  # first, or if it ever ended
                 self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
@@ -432,7 +432,7 @@ class HeldLease:
     def _renew_once(self) -> bool | None:
         """True when renewed, False when refused, None when Redis could not be asked (or the
         renewal failed otherwise: logged, and never allowed to end the renewer's thread, which
-        keeps every lease of the process)."""
+        keeps every lease of its `Lease`)."""
         try:
             return self.lease.renew(self.app, self.holder, self.ttl, self.token)
         except RedisError as e:
