@@ -73,4 +73,5 @@ def test_a_failed_job_is_recorded_as_rq_records_it(fleet: FleetEnv) -> None:
     assert failed.last_heartbeat >= (failed.started_at or failed.last_heartbeat)
     assert job.id in FailedJobRegistry(queue=queue).get_job_ids()
     assert job.id not in StartedJobRegistry(queue=queue).get_job_ids()
-    assert (failed.exc_info or "").strip(), "the failure's reason was not kept"
+    result = failed.latest_result()
+    assert result is not None and "JSON" in (result.exc_string or ""), "the reason was not kept"
