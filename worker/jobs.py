@@ -165,9 +165,10 @@ def attempt(
     """Steps 4 and 5 for one instance, with its lease (`lease`, fencing the engine, the
     teardown and every status write) held by the caller. `deferred`: a deferred sync of the
     instance may wait (False: none did when the sync was claimed, so none is cancelled)."""
-    runtime.reads.refresh(split_instance(instance)[1])  # the registry as of now, or newer
+    app_name, cluster = split_instance(instance)
+    runtime.reads.refresh(cluster)  # this sync reads the registry as of now, or newer
     try:
-        return _attempt(runtime, instance, intent, requests, lease, deferred)
+        return _attempt(runtime, instance, app_name, cluster, intent, requests, lease, deferred)
     finally:
         runtime.reads.done()
 
@@ -175,12 +176,13 @@ def attempt(
 def _attempt(
     runtime: Runtime,
     instance: str,
+    app_name: str,
+    cluster: str,
     intent: Intent,
     requests: int,
     lease: HeldLease | None,
     deferred: bool,
 ) -> Answer:
-    app_name, cluster = split_instance(instance)
     try:
         app, project = _load(runtime, app_name, cluster)
     except NotFound as e:
