@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import pytest
 from rq import Queue
 
 from fleet.control.registry.instances import instance_key
@@ -14,7 +16,7 @@ from fleet.control.routing.dispatch import JobRef
 from fleet.control.routing.pending import Intent
 from fleet.model import ObjectRef, Trigger
 from tests.support.fleet import FleetEnv, WorkerThread, settings_ref, wait_until
-from worker import quietbatch
+from worker import quiet, quietbatch
 from worker.runtime import Runtime
 
 
@@ -89,6 +91,39 @@ def test_a_status_written_between_read_and_stamp_is_kept_and_a_full_sync_follows
     followed = fleet.dispatcher.wait(JobRef("check-race", "", False), timeout=120)
     assert followed is not None and followed["result"] in ("succeeded", "unchanged")
     assert len(fleet.entries()) == jobs + 1  # the full sync, as an rq job
+
+
+def test_an_instance_looks_its_render_up_once_per_commit_and_keeps_one_memo_entry(
+    fleet: FleetEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(2)]
+    worker = _synced_quietly(fleet, apps, cluster)
+    runtime = worker.process.runtime
+    looked_up: list[str] = []
+    render = runtime.caches.renderer.render
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        looked_up.append(args[2])  # the app path
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.caches.renderer, "render", counted)
+    checks = [
+        Check(instance_key(app, cluster), f"check-memo-{i}", Intent(Trigger.INTERVAL))
+        for i, app in enumerate(apps)
+    ]
+    desires = quietbatch.Desires()
+    for _ in range(3):
+        assert len(quietbatch.judge(runtime, checks, desires).stamps) == 2  # quiet each time
+    assert sorted(looked_up) == [f"apps/{app}" for app in apps]  # once each, not per check
+
+    monkeypatch.setattr(quiet, "FETCH_MAX_AGE", 0.0)  # see the next commit at once
+    fleet.commit_apps(apps, data="k: v2")
+    verdicts = quietbatch.judge(runtime, checks, desires)
+
+    assert len(verdicts.full) == 2 and not verdicts.stamps  # changed: the normal path syncs
+    assert sorted(looked_up) == sorted([f"apps/{app}" for app in apps] * 2)
+    assert len(desires._renders) == 2  # the new commit's lookups replaced the old ones
 
 
 def test_a_dirty_instance_gets_a_full_sync_that_repairs_it(fleet: FleetEnv) -> None:
