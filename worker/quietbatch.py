@@ -9,8 +9,9 @@ its instances (one Lua call, nothing else while none waits) and judges up to `BA
 2. every status of the batch in one pipeline;
 3. per instance, the conditions of `worker.quiet` (`loud`: last sync clean, watches quiet
    since it started; `same`: the desired fingerprint unchanged), where the desired state of a
-   (repository, revision) is resolved once per batch and a render is looked up once per
-   (commit, path, renderer knobs) for the worker's lifetime;
+   (repository, revision) is resolved once per batch, and an instance's request, render
+   lookup and fingerprint are made again only when the records they come from or the commit
+   changed (`Desires`);
 4. one compare-and-set per quiet instance, all in one round trip (`QuietChecks.stamp`): the
    `checked` stamp is written only over the very status that was read, and only while no
    sync is pending for the instance and no lease is held on it.
@@ -33,6 +34,7 @@ import json
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +51,7 @@ from fleet.control.routing.checks import Check, Stamp, followed_by
 from fleet.control.routing.sharding import NoWorkers
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
+from fleet.engine.limits import Limits
 from fleet.engine.source.cache import Resolved
 from fleet.errors import FleetError
 from fleet.model import Outcome, Trigger
@@ -62,10 +65,9 @@ log = logging.getLogger("gitfleet.quiet")
 
 BATCH = 200
 POLL_S = 0.1  # how often the waiting checks are looked at: a check waits at most this long
-# instances whose last render lookup is remembered: more than a worker checks, since a memo
-# smaller than the instances it cycles through (4,096 before, against 5,000 per worker at 10,000
-# apps) is cleared before any entry is used again, and every check looked its render up again
-RENDER_MEMO = 65_536
+# `Desires` forgets the instances this worker no longer checks (apps gone, instances moved to
+# another worker) once it holds this many, and again each time its size has doubled since
+SWEEP_AT = 4096
 
 
 class Skip(Exception):
@@ -113,52 +115,86 @@ class Registry:
         return self.age_keys[project]
 
 
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What the last check of an instance found: the values its request was built from
+    (`Desires.of`), where that request pointed (repository, revision, the project's limits),
+    the commit that resolved to, and the desired state there."""
+
+    made_of: tuple[Any, ...]
+    at: tuple[str, str, Limits]
+    resolved: Resolved
+    desired: sync.Desired
+
+
 class Desires:
     """Desired states for a batch: each (repository, revision) resolved once per batch, and
-    each instance's render looked up again only when its (commit, path, knobs) changed (a
-    commit never changes, so neither does what it renders to). The memo holds one entry per
-    instance, about 0.7 KB, so a new commit replaces entries instead of adding them."""
+    each instance's request built, its render looked up and its fingerprint computed again
+    only when what they are made of changed: the records and values `request_for` reads, or
+    the commit (a commit never changes, so neither does what it renders to). The memo holds
+    one entry per instance, about 0.5 KB, so a new commit replaces entries instead of adding
+    them, and `begin` drops those of instances the worker no longer checks."""
 
     def __init__(self) -> None:
-        self._renders: dict[str, tuple[Any, tuple[str, tuple[str, ...]]]] = {}
+        self._known: dict[str, _Known] = {}
+        self._sweep_at = SWEEP_AT
         self._resolved: dict[tuple[str, str], Resolved] = {}
         self._specs: dict[str, tuple[AppRecord, str]] = {}
 
-    def begin(self) -> None:
+    def begin(self, registry: Registry) -> None:
+        """A new batch: resolve again; forget instances not this worker's when it is time."""
         self._resolved.clear()
+        if len(self._known) >= self._sweep_at:
+            name, owners, apps = registry.runtime.name, registry.owners, registry.apps
+            for instance in list(self._known):
+                if owners.get(instance) != name or split_instance(instance)[0] not in apps:
+                    del self._known[instance]
+            self._sweep_at = max(SWEEP_AT, 2 * len(self._known))
+
+    def __len__(self) -> int:
+        """Instances remembered."""
+        return len(self._known)
 
     def of(
-        self, runtime: Runtime, instance: str, app: AppRecord, request: SyncRequest
-    ) -> sync.Desired:
-        """The desired state of `request` for `instance` (FleetError when it cannot be read).
-        The app's git credentials are read only when its repository must be fetched."""
-        resolved = self._resolve(runtime, app, request)
-        memo = (resolved, request.path, request.render, request.render.age_key, request.limits)
-        known = self._renders.get(instance)
-        if known is not None and known[0] == memo:
-            found = known[1]
-        else:
-            rendered = runtime.caches.renderer.render(
-                runtime.caches.source, resolved, request.path, request.render, limits=request.limits
-            )
-            found = (rendered.cache_key, rendered.inputs)
-            if known is None and len(self._renders) >= RENDER_MEMO:
-                self._renders.clear()
-            self._renders[instance] = (memo, found)
-        key, inputs = found
-        return sync.Desired(sync.fingerprint_of(request, key), resolved.commit, inputs)
+        self,
+        runtime: Runtime,
+        instance: str,
+        app: AppRecord,
+        made_of: tuple[Any, ...],
+        build: Callable[[], SyncRequest],
+    ) -> tuple[sync.Desired, str]:
+        """The desired state of `instance` and the revision its request asks (FleetError when
+        it cannot be read). `build` makes the request; `made_of` holds every value it is a
+        pure function of, compared by value, so equal values mean an equal request. The app's
+        git credentials are read only when its repository must be fetched."""
+        known = self._known.get(instance)
+        if known is not None and known.made_of == made_of:
+            resolved = self._resolve(runtime, app, *known.at)
+            if resolved == known.resolved:
+                return known.desired, known.at[1]
+        request = build()
+        at = (request.repo, request.revision, request.limits)
+        resolved = self._resolve(runtime, app, *at)
+        rendered = runtime.caches.renderer.render(
+            runtime.caches.source, resolved, request.path, request.render, limits=request.limits
+        )
+        fingerprint = sync.fingerprint_of(request, rendered.cache_key)
+        desired = sync.Desired(fingerprint, resolved.commit, rendered.inputs)
+        self._known[instance] = _Known(made_of, at, resolved, desired)
+        return desired, request.revision
 
-    def _resolve(self, runtime: Runtime, app: AppRecord, request: SyncRequest) -> Resolved:
-        at = (request.repo, request.revision)
-        if at not in self._resolved:
-            self._resolved[at] = runtime.caches.source.resolve(
-                request.repo,
-                request.revision,
+    def _resolve(
+        self, runtime: Runtime, app: AppRecord, repo: str, revision: str, limits: Limits
+    ) -> Resolved:
+        if (repo, revision) not in self._resolved:
+            self._resolved[repo, revision] = runtime.caches.source.resolve(
+                repo,
+                revision,
                 credentials=runtime.store.git_credentials_for(app),
                 max_age=quiet.FETCH_MAX_AGE,
-                limits=request.limits,
+                limits=limits,
             )
-        return self._resolved[at]
+        return self._resolved[repo, revision]
 
     def spec(self, app: AppRecord) -> str:
         """`spec_of(app)`, computed once per app record."""
@@ -192,8 +228,8 @@ def judge_batch(runtime: Runtime, batch: list[Check], desires: Desires) -> Count
 
 def judge(runtime: Runtime, batch: list[Check], desires: Desires) -> Verdicts:
     """Steps 1-3 of the module doc: read, and decide what each check needs."""
-    desires.begin()
     registry = Registry.read(runtime)
+    desires.begin(registry)
     raws = runtime.store.log.raw_statuses([split_instance(c.instance) for c in batch])
     verdicts = Verdicts(batch)
     for check, raw in zip(batch, raws, strict=True):
@@ -255,14 +291,21 @@ def _quiet(registry: Registry, desires: Desires, check: Check, raw: bytes | None
     if why or status is None or status.last_sync is None:
         raise Full(why)
     registry.check_source(app, project)
-    request = _request(registry, app, project, cluster, check)
-    pinned = request.revision if app.rollout is not None else ""  # `_plain`: no asked revision
-    desired, why = quiet.same(
-        desires.of(runtime, instance, app, request), status.last_sync, pinned=pinned
+    intent, labels = check.intent, registry.clusters[cluster].labels if app.post_build else None
+    age_key, pin = registry.age_key(project.name), pinned_revision(runtime, app, cluster)
+    made_of = (app, project, cluster, labels, age_key, pin, intent.trigger, intent.prune)
+    desired, revision = desires.of(
+        runtime,
+        instance,
+        app,
+        made_of,
+        lambda: _request(registry, app, project, cluster, check, labels, age_key, pin),
     )
-    if desired is None or raw is None:
+    pinned = revision if app.rollout is not None else ""  # `_plain`: no asked revision
+    same, why = quiet.same(desired, status.last_sync, pinned=pinned)
+    if same is None or raw is None:
         raise Full(why)
-    return _stamp(runtime, desires, app, cluster, check, raw, status, desired)
+    return _stamp(runtime, desires, app, cluster, check, raw, status, same)
 
 
 def _plain(app: AppRecord, project: ProjectRecord, cluster: str, check: Check) -> None:
@@ -279,20 +322,26 @@ def _plain(app: AppRecord, project: ProjectRecord, cluster: str, check: Check) -
 
 
 def _request(
-    registry: Registry, app: AppRecord, project: ProjectRecord, cluster: str, check: Check
+    registry: Registry,
+    app: AppRecord,
+    project: ProjectRecord,
+    cluster: str,
+    check: Check,
+    labels: Mapping[str, str] | None,
+    age_key: str,
+    pinned: str,
 ) -> SyncRequest:
-    """What `worker.jobs._request` builds, without credentials (read only for a fetch)."""
-    runtime = registry.runtime
-    labels = registry.clusters[cluster].labels if app.post_build else None
+    """What `worker.jobs._request` builds, without credentials (read only for a fetch); each
+    argument it reads is in the `made_of` of `_quiet`."""
     request = request_for(
         app,
         project,
         cluster,
         trigger=check.intent.trigger,
-        revision=pinned_revision(runtime, app, cluster) or None,
-        require_impersonation=runtime.settings.require_impersonation,
+        revision=pinned or None,
+        require_impersonation=registry.runtime.settings.require_impersonation,
         cluster_labels=labels,
-        age_key=registry.age_key(project.name),
+        age_key=age_key,
         prune=check.intent.prune,
     )
     return quiet.periodic(request)

@@ -123,7 +123,46 @@ def test_an_instance_looks_its_render_up_once_per_commit_and_keeps_one_memo_entr
 
     assert len(verdicts.full) == 2 and not verdicts.stamps  # changed: the normal path syncs
     assert sorted(looked_up) == sorted([f"apps/{app}" for app in apps] * 2)
-    assert len(desires._renders) == 2  # the new commit's lookups replaced the old ones
+    assert len(desires) == 2  # the new commit's lookups replaced the old ones
+
+
+def test_the_memo_forgets_instances_of_deleted_apps(
+    fleet: FleetEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = sorted(fleet.clusters)[0]
+    apps = [fleet.app_name(i) for i in range(2)]
+    runtime = _synced_quietly(fleet, apps, cluster).process.runtime
+    checks = [
+        Check(instance_key(app, cluster), f"check-gone-{i}", Intent(Trigger.INTERVAL))
+        for i, app in enumerate(apps)
+    ]
+    monkeypatch.setattr(quietbatch, "SWEEP_AT", 2)
+    desires = quietbatch.Desires()
+    quietbatch.judge(runtime, checks, desires)
+    assert len(desires) == 2
+
+    fleet.store.delete_app(apps[1])
+    assert len(quietbatch.judge(runtime, checks[:1], desires).stamps) == 1
+
+    assert len(desires) == 1  # the deleted app's instance is forgotten, the other kept
+
+
+def test_an_app_record_changed_after_a_quiet_check_makes_the_next_one_full(
+    fleet: FleetEnv,
+) -> None:
+    cluster, app = sorted(fleet.clusters)[0], fleet.app_name(0)
+    worker = _synced_quietly(fleet, [app], cluster)
+    runtime = worker.process.runtime
+    check = Check(instance_key(app, cluster), "check-changed", Intent(Trigger.INTERVAL))
+    desires = quietbatch.Desires()
+    assert len(quietbatch.judge(runtime, [check], desires).stamps) == 1  # remembered, quiet
+
+    record = fleet.store.get_app(app)
+    policy = dataclasses.replace(record.sync_policy, allow_empty=not record.sync_policy.allow_empty)
+    fleet.store.put_app(dataclasses.replace(record, sync_policy=policy), create=False)
+    verdicts = quietbatch.judge(runtime, [check], desires)
+
+    assert verdicts.full == [check] and not verdicts.stamps  # the request changed: a sync
 
 
 def test_a_dirty_instance_gets_a_full_sync_that_repairs_it(fleet: FleetEnv) -> None:
