@@ -365,7 +365,7 @@ def _stamp(
         status_key=keys.status(app.name),
         field=cluster,
         expected=raw,
-        status=runtime.store.log.stamped(dataclasses.replace(status, checked=stamp)),
+        status=runtime.store.log.stamped(status, checked=stamp),
         answer=json.dumps(answer.body),
         pending_key=keys.pending(check.instance),
         lease_key=keys.lease(check.instance),

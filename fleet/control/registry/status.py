@@ -69,10 +69,13 @@ class SyncLog:
         raws = pipe.execute() if instances else []
         return [raw if isinstance(raw, bytes) else None for raw in raws]
 
-    def stamped(self, status: InstanceStatus) -> bytes:
+    def stamped(self, status: InstanceStatus, *, checked: datetime | None = None) -> bytes:
         """`status` as `stage_status` stores it (stamped `updated` now), for a caller that
-        writes it itself."""
-        return STATUS.dump_json(replace(status, updated=datetime.fromisoformat(now())))
+        writes it itself; with `checked`, that stamp too (one copy of the status, not two)."""
+        updated = datetime.fromisoformat(now())
+        if checked is None:
+            return STATUS.dump_json(replace(status, updated=updated))
+        return STATUS.dump_json(replace(status, updated=updated, checked=checked))
 
     def statuses(self, app: str) -> dict[str, InstanceStatus]:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.keys.status(app))  # type: ignore[assignment]
