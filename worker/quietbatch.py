@@ -142,13 +142,16 @@ class Desires:
         self._specs: dict[str, tuple[AppRecord, str]] = {}
 
     def begin(self, registry: Registry) -> None:
-        """A new batch: resolve again; forget instances not this worker's when it is time."""
+        """A new batch: resolve again; when it is time, forget instances not this worker's and
+        the specs of apps gone."""
         self._resolved.clear()
         if len(self._known) >= self._sweep_at:
             name, owners, apps = registry.runtime.name, registry.owners, registry.apps
             for instance in list(self._known):
                 if owners.get(instance) != name or split_instance(instance)[0] not in apps:
                     del self._known[instance]
+            for app in [a for a in self._specs if a not in apps]:
+                del self._specs[app]
             self._sweep_at = max(SWEEP_AT, 2 * len(self._known))
 
     def __len__(self) -> int:
@@ -293,7 +296,11 @@ def _quiet(registry: Registry, desires: Desires, check: Check, raw: bytes | None
     registry.check_source(app, project)
     intent, labels = check.intent, registry.clusters[cluster].labels if app.post_build else None
     age_key, pin = registry.age_key(project.name), pinned_revision(runtime, app, cluster)
-    made_of = (app, project, cluster, labels, age_key, pin, intent.trigger, intent.prune)
+    # helm parameters are a dict, whose equality ignores order, but the request keeps their
+    # order (a later `--set` wins): their items go in as a tuple, which compares in order (the
+    # store writes records with sorted keys, so today a record read back is always sorted)
+    helm_set = tuple(app.source.helm.parameters.items())
+    made_of = (app, helm_set, project, cluster, labels, age_key, pin, intent.trigger, intent.prune)
     desired, revision = desires.of(
         runtime,
         instance,
