@@ -72,10 +72,10 @@ class SyncLog:
     def stamped(self, status: InstanceStatus, *, checked: datetime | None = None) -> bytes:
         """`status` as `stage_status` stores it (stamped `updated` now), for a caller that
         writes it itself; with `checked`, that stamp too (one copy of the status, not two)."""
-        updated = datetime.fromisoformat(now())
-        if checked is None:
-            return STATUS.dump_json(replace(status, updated=updated))
-        return STATUS.dump_json(replace(status, updated=updated, checked=checked))
+        checked = status.checked if checked is None else checked
+        return STATUS.dump_json(
+            replace(status, updated=datetime.fromisoformat(now()), checked=checked)
+        )
 
     def statuses(self, app: str) -> dict[str, InstanceStatus]:
         raw: dict[bytes, bytes] = self.redis.hgetall(self.keys.status(app))  # type: ignore[assignment]

@@ -37,6 +37,14 @@ def _synced_quietly(fleet: FleetEnv, apps: list[str], cluster: str) -> WorkerThr
     return worker
 
 
+def _interval_checks(apps: list[str], cluster: str, label: str) -> list[Check]:
+    """One interval check of each app's instance on `cluster`, as the scheduler would park."""
+    return [
+        Check(instance_key(app, cluster), f"check-{label}-{i}", Intent(Trigger.INTERVAL))
+        for i, app in enumerate(apps)
+    ]
+
+
 def _requests(worker: WorkerThread, cluster: str) -> int:
     return sum(worker.process.runtime.kube_for(cluster).requests.values())
 
@@ -108,10 +116,7 @@ def test_an_instance_looks_its_render_up_once_per_commit_and_keeps_one_memo_entr
         return render(*args, **kwargs)
 
     monkeypatch.setattr(runtime.caches.renderer, "render", counted)
-    checks = [
-        Check(instance_key(app, cluster), f"check-memo-{i}", Intent(Trigger.INTERVAL))
-        for i, app in enumerate(apps)
-    ]
+    checks = _interval_checks(apps, cluster, "memo")
     desires = quietbatch.Desires()
     for _ in range(3):
         assert len(quietbatch.judge(runtime, checks, desires).stamps) == 2  # quiet each time
@@ -132,10 +137,7 @@ def test_the_memo_forgets_instances_of_deleted_apps(
     cluster = sorted(fleet.clusters)[0]
     apps = [fleet.app_name(i) for i in range(2)]
     runtime = _synced_quietly(fleet, apps, cluster).process.runtime
-    checks = [
-        Check(instance_key(app, cluster), f"check-gone-{i}", Intent(Trigger.INTERVAL))
-        for i, app in enumerate(apps)
-    ]
+    checks = _interval_checks(apps, cluster, "gone")
     monkeypatch.setattr(quietbatch, "SWEEP_AT", 2)
     desires = quietbatch.Desires()
     quietbatch.judge(runtime, checks, desires)
