@@ -37,7 +37,6 @@ anything is decided. Without impersonation both are the same client.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import time
 import uuid
@@ -52,6 +51,7 @@ from fleet.engine import prune, syncplan
 from fleet.engine.apply import Applier, Decision, diff_live
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import ResourceResult, SyncRequest, SyncResult
+from fleet.engine.fingerprint import fingerprint_of
 from fleet.engine.health import assess as health
 from fleet.engine.inventory import Inventory, InventoryEntry, InventoryExists, InventoryStore
 from fleet.engine.plan import order
@@ -67,7 +67,7 @@ from fleet.engine.validate import validate_sync
 from fleet.engine.waves import WaveRunner
 from fleet.errors import ApplyError, FleetError, LeaseLost, OwnershipConflict, UsageError
 from fleet.kube.client import KubeClient
-from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus, Trigger
+from fleet.model import Action, Health, Manifest, ObjectRef, SyncStatus
 from fleet.telemetry import spans as telemetry
 
 Progress = Callable[[str], None]
@@ -169,21 +169,6 @@ def _replanned(ledger: _Ledger, newer: NewerRevision, writes: int, span: Span) -
 
 def _revision(reports: list[StageReport]) -> str:
     return next((r.revision for r in reports if r.revision), "")
-
-
-def fingerprint_of(request: SyncRequest, render_key: str) -> str:
-    """What the desired state depends on: the render (tree id, renderer, parameters, tool
-    version) and the request's knobs. Equal fingerprints mean the same desired objects."""
-    knobs = dataclasses.replace(
-        request,
-        trigger=Trigger.MANUAL,
-        revision="",
-        credentials=None,
-        dry_run=False,
-        timeout=0.0,
-        fetch_max_age=0.0,
-    )
-    return hashlib.sha256(f"{render_key}|{knobs!r}".encode()).hexdigest()[:32]
 
 
 @dataclasses.dataclass(frozen=True)
