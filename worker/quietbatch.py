@@ -51,6 +51,7 @@ from fleet.control.routing.checks import Check, Stamp, followed_by
 from fleet.control.routing.sharding import NoWorkers
 from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
+from fleet.engine.fingerprint import fingerprint_of
 from fleet.engine.limits import Limits
 from fleet.engine.source.cache import Resolved
 from fleet.errors import FleetError
@@ -181,7 +182,7 @@ class Desires:
         rendered = runtime.caches.renderer.render(
             runtime.caches.source, resolved, request.path, request.render, limits=request.limits
         )
-        fingerprint = sync.fingerprint_of(request, rendered.cache_key)
+        fingerprint = fingerprint_of(request, rendered.cache_key)
         desired = sync.Desired(fingerprint, resolved.commit, rendered.inputs)
         self._known[instance] = _Known(made_of, at, resolved, desired)
         return desired, request.revision

@@ -31,6 +31,7 @@ import pytest
 from fleet.engine import sync
 from fleet.engine.caches import SyncCaches
 from fleet.engine.contract import NewerRequest, SyncRequest
+from fleet.engine.fingerprint import fingerprint_of
 from fleet.engine.inventory import InventoryEntry, InventoryStore
 from fleet.engine.plan.tracking import APP_LABEL, TRACKING_ANNOTATION, Owner, mark
 from fleet.errors import LeaseLost
@@ -626,4 +627,4 @@ def test_the_first_sync_hint_leaves_the_fingerprint_alone() -> None:
     """The next periodic check compares fingerprints: a first sync's must be the same."""
     request = SyncRequest(app="x", repo="r", path="p")
     hinted = dataclasses.replace(request, first_sync=True)
-    assert sync.fingerprint_of(request, "k") == sync.fingerprint_of(hinted, "k")
+    assert fingerprint_of(request, "k") == fingerprint_of(hinted, "k")

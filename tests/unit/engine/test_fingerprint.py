@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleet.engine import sync
 from fleet.engine.contract import SyncRequest
+from fleet.engine.fingerprint import fingerprint_of
 from fleet.engine.plan.boundaries import Boundaries
 
 ROOT = Path(__file__).resolve().parents[3]
 PRINT_FINGERPRINT = """
-from fleet.engine import sync
+from fleet.engine.fingerprint import fingerprint_of
 from fleet.engine.contract import SyncRequest
 from fleet.engine.plan.boundaries import Boundaries
 kinds = frozenset(f"group{i}.example/Kind{i}" for i in range(12))
@@ -24,7 +24,7 @@ request = SyncRequest(
     prune_kinds_allowed=frozenset({"Namespace", "ClusterRole", "StorageClass", "PriorityClass"}),
     boundaries=Boundaries(namespaces=("shop-*",), cluster_kinds=kinds, project="p", cluster="c"),
 )
-print(sync.fingerprint_of(request, "render-key"))
+print(fingerprint_of(request, "render-key"))
 """
 
 
@@ -52,10 +52,10 @@ def test_the_fingerprint_still_tells_different_knobs_apart() -> None:
     request = SyncRequest(app="x", repo="r", path="p", prune_kinds_allowed=frozenset({"A", "B"}))
     fewer = dataclasses.replace(request, prune_kinds_allowed=frozenset({"A"}))
     bounded = dataclasses.replace(request, boundaries=Boundaries(cluster_kinds=frozenset({"A"})))
-    prints = {sync.fingerprint_of(r, "k") for r in (request, fewer, bounded)}
+    prints = {fingerprint_of(r, "k") for r in (request, fewer, bounded)}
     assert len(prints) == 3
-    assert sync.fingerprint_of(request, "k") != sync.fingerprint_of(request, "other")
+    assert fingerprint_of(request, "k") != fingerprint_of(request, "other")
     # what a sync's repr leaves out (credentials, the lease, hints) stays out of it
-    assert sync.fingerprint_of(request, "k") == sync.fingerprint_of(
+    assert fingerprint_of(request, "k") == fingerprint_of(
         dataclasses.replace(request, first_sync=True, retry=True), "k"
     )
