@@ -33,26 +33,31 @@ def fingerprint_of(request: SyncRequest, render_key: str) -> str:
     return hashlib.sha256(f"{render_key}|{stable_repr(knobs)}".encode()).hexdigest()[:32]
 
 
-_SCALARS = (str, int, float, bool, type(None), Enum)
+_SCALARS = (str, bytes, int, float, bool, type(None), Enum)
 
 
 def stable_repr(value: Any) -> str:
-    """`repr(value)` with sets and dicts in sorted order, recursively; a dataclass shows the
-    fields its own repr shows (credentials, leases and hints are `repr=False`)."""
+    """A text of `value` like its repr, with sets and dicts in sorted order, recursively; a
+    dataclass shows the fields its own repr shows (credentials, leases and hints are
+    `repr=False`). Any other type is a TypeError: its repr may name its address."""
     if isinstance(value, _SCALARS):
         return repr(value)
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(stable_repr(item) for item in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(stable_repr(item) for item in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + "".join(stable_repr(item) + ", " for item in value) + ")"
     if isinstance(value, (set, frozenset)):
-        return "{" + ", ".join(sorted(stable_repr(item) for item in value)) + "}"
+        return "frozenset({" + ", ".join(sorted(stable_repr(item) for item in value)) + "})"
     if isinstance(value, dict):
         pairs = sorted(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in value.items())
         return "{" + ", ".join(pairs) + "}"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         shown = ", ".join(f"{n}={stable_repr(getattr(value, n))}" for n in _shown(type(value)))
         return f"{type(value).__qualname__}({shown})"
-    return repr(value)
+    raise TypeError(
+        f"fingerprint: no stable text for a {type(value).__qualname__} (a new request field? "
+        "teach stable_repr its type, or its default repr would differ per process)"
+    )
 
 
 @functools.cache

@@ -96,15 +96,16 @@ class _Stamps:
     the two can differ by a microsecond when a stamp falls within 0.25 us of a half."""
 
     def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
+        self._last = (-1, "")  # (second, its formatted date): one tuple, read and set whole,
+        # so a thread never pairs one second with another's date
 
     def iso_of(self, nanoseconds: int) -> str:
         second, micro = divmod((nanoseconds + 500) // 1000, 1_000_000)
-        if second != self._second:
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
-        return f"{self._prefix}.{micro:06d}Z"
+        last = self._last
+        if last[0] != second:
+            last = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+            self._last = last
+        return f"{last[1]}.{micro:06d}Z"
 
 
 def _context(context: SpanContext) -> dict[str, str]:
