@@ -40,6 +40,41 @@ def test_automated_instances_are_requested_when_due_with_a_stable_jitter(
     assert scheduler.tick(due).dispatched == [instance]
 
 
+def test_an_interval_changed_between_ticks_moves_the_next_due_time(registry: FleetEnv) -> None:
+    """The scheduler keeps each instance's jittered period between ticks: a new interval in
+    the app's record must replace it at the next tick."""
+    _setup(registry)
+    name = "jittered"  # the first test's app: 60 s are 63.64 s for jittered@eu
+    app = registry.add_app(name, "eu", automated=True, interval_s=60)
+    scheduler = Scheduler(registry.store, registry.dispatcher)
+    instance = instance_key(name, "eu")
+    assert scheduler.tick(1000.0).dispatched == [instance]
+    assert scheduler.tick(1001.0).dispatched == []  # its period is known now
+    longer = replace(app.sync_policy, interval_s=600)
+    registry.store.put_app(replace(app, sync_policy=longer), create=False)
+    assert scheduler.tick(1000.0 + 63.64).dispatched == []  # due under the old interval
+    assert scheduler.tick(1000.0 + 636.4).dispatched == [instance]  # 600 s, the same share
+
+
+def test_a_window_that_cannot_be_evaluated_blocks_its_app_once_it_is_due(
+    registry: FleetEnv,
+) -> None:
+    """Nothing due, nothing to block (with or without windows); due, a stored window that
+    cannot be evaluated blocks its app, with the reason listed."""
+    _setup(registry)
+    name = registry.app_name(0)
+    never = SyncWindow("deny", "0 0 31 2 *", "1h")  # the 31st of February: never opens
+    registry.add_app(name, "eu", automated=True, interval_s=60, sync_windows=(never,))
+    scheduler = Scheduler(registry.store, registry.dispatcher)
+    instance = instance_key(name, "eu")
+    registry.redis.hset(scheduler.last_key, instance, 999.0)  # requested a second ago
+    report = scheduler.tick(1000.0)
+    assert (report.dispatched, report.blocked) == ([], {})
+    report = scheduler.tick(1000.0 + 3600)
+    assert report.dispatched == []
+    assert "cannot be evaluated" in report.blocked[instance], report.blocked
+
+
 def test_a_deny_window_keeps_an_instance_due_until_it_closes(registry: FleetEnv) -> None:
     _setup(registry)
     app = registry.app_name(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from fleet.control.pushes import Push, Specs, SyncedAt, changed_paths, spec_of, touches, unaffected
 from fleet.control.registry.records import AppDestination, AppRecord, AppSource
@@ -37,6 +38,28 @@ def test_touches_matches_whole_path_segments_and_the_repo_root():
     assert not touches(["apps/b/cm.yaml"], ["apps/a"])
     assert touches(["anything"], ["."])
     assert touches(["anything"], [])  # inputs unknown: assume it may matter
+    assert touches(["apps/a/"], ["/apps/a/"]) and not touches(["/apps/a"], ["apps/a"])
+
+
+def _touches_by_prefix_test(paths: list[str], inputs: list[str]) -> bool:
+    """The rule as first written: one prefix test per changed file and input."""
+    roots = [i.strip("/") for i in inputs]
+    if not roots or any(r in ("", ".") for r in roots):
+        return True
+    return any(p == r or p.startswith(f"{r}/") for p in paths for r in roots)
+
+
+def test_touches_by_directory_set_agrees_with_the_prefix_test_on_random_paths():
+    chosen = random.Random(16)
+    parts = ["apps", "a", "ab", "b", "base", "", "cm.yaml", "."]
+
+    def path() -> str:
+        return "/".join(chosen.choice(parts) for _ in range(chosen.randint(1, 4)))
+
+    for _ in range(5000):
+        paths = [path() for _ in range(chosen.randint(0, 3))]
+        inputs = [path() for _ in range(chosen.randint(0, 3))]
+        assert touches(paths, inputs) == _touches_by_prefix_test(paths, inputs), (paths, inputs)
 
 
 def same_specs(synced: dict[str, SyncedAt]) -> dict[str, str]:
