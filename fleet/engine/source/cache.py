@@ -182,9 +182,11 @@ class SourceCache:
         """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD). A
         fetch receives at most `limits.max_fetch_bytes` within `limits.fetch_timeout_s`.
 
-        With `max_age`, a fetch of the same remote younger than that many seconds is reused:
-        a periodic reconcile of many apps on one monorepo fetches it once per period, not once
-        per app. Webhook and manual syncs pass 0 and always see the newest commit."""
+        With `max_age`, a fetch of the same remote begun less than that many seconds ago is
+        reused: a periodic reconcile of many apps on one monorepo fetches it once per period,
+        not once per app, and a sync right after its quiet check reuses the check's fetch
+        (`worker.jobs`). Webhook and manual syncs pass 0 or the seconds since their quiet
+        check began, so they see every commit pushed before they were handled."""
         clean, embedded = split_credentials(url)
         creds = credentials or embedded
         if self.remotes is not None:
@@ -194,10 +196,13 @@ class SourceCache:
             with open_repo(local) as repo:
                 return Resolved(local, revision, _resolve_in(repo, revision, local))
         with self._locked(clean), self._cache_repo(clean) as repo:
+            # when the last fetch began, not ended: one that began before a push and ended
+            # after it has not seen it, however recent its end
             fresh = time.monotonic() - self._fetched_at.get(clean, -1e9) < max_age
             if not _is_present_commit(repo, revision) and not fresh:
+                began = time.monotonic()
                 self._fetch(repo, clean, creds, limits or Limits())
-                self._fetched_at[clean] = time.monotonic()
+                self._fetched_at[clean] = began
             return Resolved(clean, revision, _resolve_in(repo, revision, clean))
 
     @contextlib.contextmanager

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dulwich.refs import Ref
@@ -280,3 +283,33 @@ def test_reading_a_commit_the_cache_does_not_hold_asks_to_resolve_again(
     stale = Resolved(resolved.url, "main", "0" * 40)
     with pytest.raises(SourceError, match=f"commit {'0' * 40} is not in {resolved.url}: resolve"):
         cache.tree_id(stale, "apps/web")
+
+
+def test_a_fetch_is_reused_by_when_it_began_not_when_it_ended(
+    origin: GitRepo, cache: SourceCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch that read the remote's refs before a push, and ended after it (a slow pack),
+    has not seen the push: a resolve that accepts only fetches begun since the push must
+    fetch again and find the pushed commit."""
+    first = cache.resolve(origin.url).commit  # the cache knows the remote
+    real_fetch = cache._fetch
+    refs_read = threading.Event()
+
+    def slow_fetch(*args: Any) -> None:
+        real_fetch(*args)  # reads the refs and the pack now...
+        refs_read.set()
+        time.sleep(0.5)  # ...and ends later, as a slow pack transfer would
+
+    monkeypatch.setattr(cache, "_fetch", slow_fetch)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        earlier = pool.submit(cache.resolve, origin.url)
+        assert refs_read.wait(10)
+        pushed = origin.commit({"README.md": "pushed while the other fetch ends\n"})
+        since = time.monotonic()  # the push is before this; the other fetch began before it
+        time.sleep(0.05)
+        found = cache.resolve(origin.url, max_age=time.monotonic() - since)
+        assert earlier.result().commit == first
+    assert found.commit == pushed != first
+    # and a fetch begun after that point is reused: no third fetch, the same commit
+    monkeypatch.setattr(cache, "_fetch", lambda *args: pytest.fail("fetched again"))
+    assert cache.resolve(origin.url, max_age=time.monotonic() - since).commit == pushed
