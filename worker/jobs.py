@@ -329,7 +329,9 @@ def _sync(
     lease: HeldLease | None = None,
     deferred: bool = True,
 ) -> Answer:
+    checked = None  # when the quiet check began: its fetch serves the sync (`_run_engine`)
     if intent.trigger in quiet.QUIET_TRIGGERS:
+        checked = time.monotonic()
         desired = _quiet(runtime, app, project, cluster, intent)
         if desired is not None:
             synced_at = SyncedAt(desired.revision, desired.inputs, spec_of(app))
@@ -343,7 +345,7 @@ def _sync(
     if watcher is not None:
         watcher.begin(instance)  # what the watches see until `declare` may be our own doing
     try:
-        result = _run_engine(runtime, app, project, cluster, intent, lease)
+        result = _run_engine(runtime, app, project, cluster, intent, lease, checked=checked)
         record = SyncRecord.of(
             result,
             cluster=cluster,
@@ -467,7 +469,12 @@ def _run_engine(
     cluster: str,
     intent: Intent,
     lease: HeldLease | None = None,
+    *,
+    checked: float | None = None,
 ) -> SyncResult:
+    """`checked`: when this sync's quiet check began (monotonic), if it had one. A fetch of
+    the repository begun since then (the check's own) is as fresh as one the sync would make:
+    both began after the sync was requested, so a webhook's sync fetches once, not twice."""
     started = datetime.now(UTC)
     try:
         planned = _planned(runtime, app, cluster, _request(runtime, app, project, cluster, intent))
@@ -482,7 +489,11 @@ def _run_engine(
         kube, own = _clients(runtime, cluster, request)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)
-    return sync.run(quiet.periodic(request), kube=kube, caches=runtime.caches, own=own)
+    request = quiet.periodic(request)
+    if checked is not None:
+        since = time.monotonic() - checked
+        request = dataclasses.replace(request, fetch_max_age=max(request.fetch_max_age, since))
+    return sync.run(request, kube=kube, caches=runtime.caches, own=own)
 
 
 def _failed_before_engine(

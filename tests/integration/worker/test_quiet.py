@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from fleet.control.pushes import PushLog, SyncedAt, spec_of
 from fleet.control.registry.instances import instance_key
 from fleet.control.registry.repos import normalize_repo
@@ -106,3 +110,31 @@ def test_workers_record_the_commit_and_paths_each_instance_matches_for_webhooks(
     fleet.repo.commit({f"apps/{apps[0]}/cm.yaml": "kind: [broken"})
     assert fleet.sync_and_wait(apps[0], cluster, Trigger.MANUAL)["result"] == "failed"
     assert instances[0] not in pushes.synced(repo, instances)  # the next push must sync it
+
+
+def test_a_webhook_sync_after_its_quiet_check_fetches_the_repository_once(
+    fleet: FleetEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quiet check fetches the pushed commit; the sync it hands on to reuses that fetch,
+    which began after the sync was requested, instead of asking the git server again."""
+    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
+    fleet.commit_apps([app])
+    fleet.add_app(app, cluster, automated=True)
+    worker = fleet.worker_thread("alpha")
+    assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
+    wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
+
+    source = worker.process.runtime.caches.source
+    real_fetch, fetches = source._fetch, []
+
+    def counted(*args: Any) -> None:
+        fetches.append(args[1])
+        real_fetch(*args)
+
+    monkeypatch.setattr(source, "_fetch", counted)
+    pushed = fleet.commit_apps([app], data="k: pushed")
+    answer = fleet.sync_and_wait(app, cluster, Trigger.WEBHOOK)
+    assert (answer["result"], answer["revision"]) == ("succeeded", pushed)
+    assert len(fetches) == 1, fetches
+    ref = ObjectRef("", "v1", "ConfigMap", app, "settings")
+    assert fleet.live(cluster, ref)["data"] == {"k": "pushed"}
