@@ -489,10 +489,7 @@ def _run_engine(
         kube, own = _clients(runtime, cluster, request)
     except FleetError as e:
         return _failed_before_engine(app, cluster, intent, e, started)
-    request = quiet.periodic(request)
-    if checked is not None:
-        since = time.monotonic() - checked
-        request = dataclasses.replace(request, fetch_max_age=max(request.fetch_max_age, since))
+    request = dataclasses.replace(quiet.periodic(request), fetched_since=checked)
     return sync.run(request, kube=kube, caches=runtime.caches, own=own)
 
 

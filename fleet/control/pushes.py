@@ -155,12 +155,15 @@ def unaffected(
         changed |= push.paths
         since.setdefault(push.before, changed)
         expected = push.before
-    prefixes = {revision: prefixes_of(paths) for revision, paths in since.items()}
+    prefixes: dict[str, frozenset[str]] = {}  # of the revisions instances are at, when asked
     found = set()
     for instance, at in synced.items():
-        under = prefixes.get(at.revision)
-        if at.spec != specs.get(instance) or under is None or not at.inputs:
+        paths = since.get(at.revision)
+        if at.spec != specs.get(instance) or paths is None or not at.inputs:
             continue
+        under = prefixes.get(at.revision)
+        if under is None:
+            under = prefixes[at.revision] = prefixes_of(paths)
         if not _touched(under, at.inputs):
             found.add(instance)
     return found

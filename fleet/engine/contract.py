@@ -83,6 +83,9 @@ class SyncRequest:
     # a retry of a failed sync (`Intent.is_retry`): it runs its hooks even with nothing to apply
     retry: bool = field(default=False, repr=False, compare=False)
     fetch_max_age: float = 0.0  # reuse a fetch of the repo younger than this (periodic syncs)
+    # reuse a fetch of the repo begun at or after this `time.monotonic()` of the worker: the
+    # sync's own quiet check made it (`SourceCache.resolve`); process-local, so no knob
+    fetched_since: float | None = field(default=None, repr=False, compare=False)
     limits: Limits = field(default_factory=Limits)  # the project's bounds on fetch and render
     health: HealthOptions = field(default_factory=HealthOptions)  # the app's health choices
     # Who the app is (`tracking.Owner`): the registry's uid for life; without one (the one-shot

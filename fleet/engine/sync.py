@@ -290,6 +290,7 @@ def _run_stages(
             req.revision,
             credentials=req.credentials,
             max_age=req.fetch_max_age,
+            fetched_since=req.fetched_since,
             limits=req.limits,
         )
         ledger.add(StageReport(revision=resolved.commit))

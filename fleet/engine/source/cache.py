@@ -168,7 +168,8 @@ class SourceCache:
         self.fetches = 0  # network fetches done by this instance (tests and benchmarks count)
         self.objects = ParsedObjects()
         self.repos = OpenRepos()  # the cache's repositories, open between syncs
-        self._fetched_at: dict[str, float] = {}
+        self._fetched_at: dict[str, float] = {}  # when the last fetch of a remote ended
+        self._began_at: dict[str, float] = {}  # and when it began (monotonic seconds)
 
     def resolve(
         self,
@@ -177,16 +178,21 @@ class SourceCache:
         *,
         credentials: GitCredentials | None = None,
         max_age: float = 0.0,
+        fetched_since: float | None = None,
         limits: Limits | None = None,
     ) -> Resolved:
         """Fetch `url` if needed and pin `revision` (branch, tag, sha, short sha, HEAD). A
         fetch receives at most `limits.max_fetch_bytes` within `limits.fetch_timeout_s`.
 
-        With `max_age`, a fetch of the same remote begun less than that many seconds ago is
-        reused: a periodic reconcile of many apps on one monorepo fetches it once per period,
-        not once per app, and a sync right after its quiet check reuses the check's fetch
-        (`worker.jobs`). Webhook and manual syncs pass 0 or the seconds since their quiet
-        check began, so they see every commit pushed before they were handled."""
+        With `max_age`, a fetch of the same remote that ended less than that many seconds ago
+        is reused: a periodic reconcile of many apps on one monorepo fetches it once per
+        period, not once per app. With `fetched_since` (a `time.monotonic()` of this process),
+        a fetch that began at or after it is reused for a branch, tag or HEAD: a sync right
+        after its quiet check reuses the check's fetch (`worker.jobs`), which began after the
+        sync was requested; a fetch that only ended since began before and may not have seen
+        a push. A full sha not in the cache is fetched all the same. Webhook and manual syncs
+        pass neither, or the time their quiet check began, so they see every commit pushed
+        before they were handled."""
         clean, embedded = split_credentials(url)
         creds = credentials or embedded
         if self.remotes is not None:
@@ -196,13 +202,16 @@ class SourceCache:
             with open_repo(local) as repo:
                 return Resolved(local, revision, _resolve_in(repo, revision, local))
         with self._locked(clean), self._cache_repo(clean) as repo:
-            # when the last fetch began, not ended: one that began before a push and ended
-            # after it has not seen it, however recent its end
-            fresh = time.monotonic() - self._fetched_at.get(clean, -1e9) < max_age
+            now = time.monotonic()
+            fresh = now - self._fetched_at.get(clean, -1e9) < max_age or (
+                fetched_since is not None
+                and self._began_at.get(clean, -1e9) >= fetched_since
+                and not _SHA.fullmatch(revision.lower())
+            )
             if not _is_present_commit(repo, revision) and not fresh:
                 began = time.monotonic()
                 self._fetch(repo, clean, creds, limits or Limits())
-                self._fetched_at[clean] = began
+                self._began_at[clean], self._fetched_at[clean] = began, time.monotonic()
             return Resolved(clean, revision, _resolve_in(repo, revision, clean))
 
     @contextlib.contextmanager

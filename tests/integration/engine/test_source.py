@@ -285,12 +285,12 @@ def test_reading_a_commit_the_cache_does_not_hold_asks_to_resolve_again(
         cache.tree_id(stale, "apps/web")
 
 
-def test_a_fetch_is_reused_by_when_it_began_not_when_it_ended(
+def test_fetched_since_reuses_only_a_fetch_begun_since_and_max_age_one_ended_since(
     origin: GitRepo, cache: SourceCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fetch that read the remote's refs before a push, and ended after it (a slow pack),
-    has not seen the push: a resolve that accepts only fetches begun since the push must
-    fetch again and find the pushed commit."""
+    has not seen the push: a resolve asking for a fetch begun since the push fetches again.
+    `max_age` still counts from a fetch's end, so a slow monorepo fetch serves a period."""
     first = cache.resolve(origin.url).commit  # the cache knows the remote
     real_fetch = cache._fetch
     refs_read = threading.Event()
@@ -306,10 +306,16 @@ def test_a_fetch_is_reused_by_when_it_began_not_when_it_ended(
         assert refs_read.wait(10)
         pushed = origin.commit({"README.md": "pushed while the other fetch ends\n"})
         since = time.monotonic()  # the push is before this; the other fetch began before it
-        time.sleep(0.05)
-        found = cache.resolve(origin.url, max_age=time.monotonic() - since)
+        assert cache.resolve(origin.url, max_age=60).commit == first  # waited for it: ended
         assert earlier.result().commit == first
+        found = cache.resolve(origin.url, fetched_since=since)
     assert found.commit == pushed != first
-    # and a fetch begun after that point is reused: no third fetch, the same commit
+    # a fetch begun since is reused (no third fetch); a full sha not in the cache never is
     monkeypatch.setattr(cache, "_fetch", lambda *args: pytest.fail("fetched again"))
-    assert cache.resolve(origin.url, max_age=time.monotonic() - since).commit == pushed
+    assert cache.resolve(origin.url, fetched_since=since).commit == pushed
+    unknown = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setattr(cache, "_fetch", slow_fetch)
+    refs_read.clear()
+    with pytest.raises(SourceError, match="not found"):
+        cache.resolve(origin.url, unknown, fetched_since=since)
+    assert refs_read.is_set()  # it asked the remote for that commit
