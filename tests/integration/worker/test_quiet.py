@@ -22,15 +22,21 @@ def _quiet_ready(fleet: FleetEnv, worker: WorkerThread, app: str, cluster: str) 
     return fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)["result"] == "unchanged"
 
 
-def test_an_untouched_instance_costs_no_api_request_until_something_changes(
-    fleet: FleetEnv,
-) -> None:
+def _synced_and_quiet(fleet: FleetEnv) -> tuple[str, str, WorkerThread]:
+    """One automated app, synced by hand, whose periodic syncs have become quiet checks."""
     app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
     fleet.commit_apps([app])
     fleet.add_app(app, cluster, automated=True)
     worker = fleet.worker_thread("alpha")
     assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
     wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
+    return app, cluster, worker
+
+
+def test_an_untouched_instance_costs_no_api_request_until_something_changes(
+    fleet: FleetEnv,
+) -> None:
+    app, cluster, worker = _synced_and_quiet(fleet)
 
     before = _requests(worker, cluster)
     quiet = fleet.sync_and_wait(app, cluster, Trigger.INTERVAL)
@@ -117,12 +123,7 @@ def test_a_webhook_sync_after_its_quiet_check_fetches_the_repository_once(
 ) -> None:
     """The quiet check fetches the pushed commit; the sync it hands on to reuses that fetch,
     which began after the sync was requested, instead of asking the git server again."""
-    app, cluster = fleet.app_name(0), sorted(fleet.clusters)[0]
-    fleet.commit_apps([app])
-    fleet.add_app(app, cluster, automated=True)
-    worker = fleet.worker_thread("alpha")
-    assert fleet.sync_and_wait(app, cluster, Trigger.MANUAL)["result"] == "succeeded"
-    wait_until(lambda: _quiet_ready(fleet, worker, app, cluster), timeout=60, what="quiet")
+    app, cluster, worker = _synced_and_quiet(fleet)
 
     source = worker.process.runtime.caches.source
     real_fetch, fetches = source._fetch, []
