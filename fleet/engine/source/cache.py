@@ -209,9 +209,8 @@ class SourceCache:
                 and not _SHA.fullmatch(revision.lower())
             )
             if not _is_present_commit(repo, revision) and not fresh:
-                began = time.monotonic()
                 self._fetch(repo, clean, creds, limits or Limits())
-                self._began_at[clean], self._fetched_at[clean] = began, time.monotonic()
+                self._began_at[clean], self._fetched_at[clean] = now, time.monotonic()
             return Resolved(clean, revision, _resolve_in(repo, revision, clean))
 
     @contextlib.contextmanager
